@@ -1,0 +1,197 @@
+/*
+ * zfolio.h - the public interface of libzfolio, a compressed memory tier in user space.
+ *
+ * This is the only header a program needs. Everything in it is stable; what is not
+ * (none yet) will sit behind ZF_ADVANCED, the way zstd keeps its experimental API
+ * behind ZSTD_STATIC_LINKING_ONLY.
+ *
+ * Conventions, for every function below:
+ *  - functions that can fail return an int: 0 or a positive count on success, -errno on
+ *    failure (liburing style); zf_strerror() turns the code into text;
+ *  - objects are opaque, made by a create (or open) function and released by a destroy
+ *    (or close) function; destroy(NULL) does nothing;
+ *  - the library never prints, exits or aborts on bad input; zf_set_log_fn() receives
+ *    the few diagnostics it has.
+ */
+#ifndef ZFOLIO_H
+#define ZFOLIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZF_API __attribute__((visibility("default")))
+
+#define ZF_VERSION_MAJOR 0
+#define ZF_VERSION_MINOR 1
+#define ZF_VERSION_PATCH 0
+#define ZF_VERSION_NUMBER (ZF_VERSION_MAJOR * 10000 + ZF_VERSION_MINOR * 100 + ZF_VERSION_PATCH)
+
+/* ZF_VERSION_NUMBER of the library actually linked (may differ from the header's). */
+ZF_API unsigned zf_version_number(void);
+/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+ZF_API const char *zf_version_string(void);
+
+/* Text for a code returned by any zf_ function (negative errno); never NULL. */
+ZF_API const char *zf_strerror(int err);
+
+/*
+ * Diagnostics. The library calls fn (from any thread, possibly concurrently) for the
+ * rare events worth a line of text; by default nothing is printed. fn NULL restores
+ * the default. Not thread-safe against concurrent library calls: set it once at start.
+ */
+enum zf_log_level { ZF_LOG_ERROR = 0, ZF_LOG_WARN = 1, ZF_LOG_INFO = 2, ZF_LOG_DEBUG = 3 };
+typedef void zf_log_fn(enum zf_log_level level, const char *msg, void *arg);
+ZF_API void zf_set_log_fn(zf_log_fn *fn, void *arg);
+
+/* ---------------------------------------------------------------------------------- */
+/* Pages                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+/* zfolio's page: the unit of memory images and the smallest unit of a store. */
+#define ZF_PAGE_SIZE 4096u
+/* The largest unit (a PMD-sized folio on x86-64). */
+#define ZF_UNIT_MAX (2u << 20)
+
+/*
+ * True when the len bytes at buf (len a non-zero multiple of 8, buf 8-byte aligned) are
+ * one 64-bit value repeated, as zram's "same-filled" pages are; the value is stored in
+ * *value when value is not NULL. A zero page is the same-filled page of value 0.
+ */
+ZF_API int zf_same_filled(const void *buf, size_t len, uint64_t *value);
+
+/* ---------------------------------------------------------------------------------- */
+/* Codecs                                                                             */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A codec is an algorithm at a level, named by a string:
+ *
+ *   "lz4" "lz4:A"      LZ4, acceleration A (1 = default, up to 65537: faster, worse ratio)
+ *   "lz4hc:L"          LZ4 HC, level 1..12 (default 9)
+ *   "zstd:L"           Zstandard, level -131072..22, negative = fast levels (default 3)
+ *   "deflate:L"        raw DEFLATE by libdeflate, level 0..12 (default 6)
+ *   "isal:L"           raw DEFLATE by ISA-L igzip, level 0..3 (default 1); the software
+ *                      twin of Intel IAA's deflate
+ *   "lzo"              LZO1X-1
+ *   "none"             a copy (for measuring everything but the compressor)
+ *
+ * zf_codec_find() parses a name, checks that the level is in range and that this build
+ * has the backend, and returns an immutable descriptor that lives as long as the process
+ * (codecs are interned: the same name always gives the same pointer, so pointers can be
+ * compared). A zf_codec is safe to share between threads. Returns 0, or -EINVAL for a
+ * malformed name or a level out of range, -ENOENT for an unknown algorithm, -ENOTSUP for
+ * an algorithm this build was configured without.
+ */
+typedef struct zf_codec zf_codec;
+ZF_API int zf_codec_find(const char *name, const zf_codec **codec);
+
+/* The canonical name, with its level ("zstd:1", "lz4:1", "lzo"). */
+ZF_API const char *zf_codec_name(const zf_codec *codec);
+
+/* The algorithm alone ("zstd"). */
+ZF_API const char *zf_codec_algorithm(const zf_codec *codec);
+
+/* The level (acceleration for lz4; 0 for codecs without levels). */
+ZF_API int zf_codec_level(const zf_codec *codec);
+
+/*
+ * The names of all algorithms this build has, space-separated ("lz4 lz4hc zstd ...");
+ * a static string.
+ */
+ZF_API const char *zf_codec_algorithms(void);
+
+/*
+ * Working memory for one codec: one zf_codec_ctx per thread, reused across calls (it
+ * holds the compressor's tables, so creating one per call is slow). Not thread-safe:
+ * two threads need two contexts. Returns 0 or -ENOMEM.
+ */
+typedef struct zf_codec_ctx zf_codec_ctx;
+ZF_API int zf_codec_ctx_create(const zf_codec *codec, zf_codec_ctx **ctx);
+ZF_API void zf_codec_ctx_destroy(zf_codec_ctx *ctx);
+ZF_API const zf_codec *zf_codec_ctx_codec(const zf_codec_ctx *ctx);
+
+/*
+ * Compresses src_len bytes (1..ZF_UNIT_MAX) from src into dst, writing at most dst_cap
+ * bytes. dst_cap is the caller's "incompressible" threshold: when the output would not
+ * fit, the call fails with -E2BIG and the content of dst is unspecified (but nothing
+ * past dst_cap is written). zstd, libdeflate and igzip write their bit streams a word
+ * at a time and need a little room to work in: with them, output that would come
+ * within ZF_CODEC_SLACK bytes of dst_cap may also give -E2BIG (LZ4, LZ4 HC, LZO and
+ * none are exact). A threshold is a policy, not a size to the byte, so this costs
+ * nothing in practice and saves compressing twice.
+ *
+ * Returns the compressed length (> 0), -E2BIG, -EINVAL (src_len 0 or above ZF_UNIT_MAX),
+ * or -ENOMEM.
+ */
+#define ZF_CODEC_SLACK 16
+ZF_API int zf_codec_compress(zf_codec_ctx *ctx, const void *src, size_t src_len, void *dst,
+			     size_t dst_cap);
+
+/*
+ * Decompresses src_len bytes from src into exactly dst_len bytes at dst (the original
+ * length, which the caller keeps). Untrusted input is fine: corrupt or truncated
+ * input, and input that decodes to any other length, returns -EBADMSG; the call never
+ * reads past src + src_len nor writes past dst + dst_len. A corruption that
+ * still decodes to dst_len bytes cannot be told apart here: the store's checksum
+ * catches it.
+ *
+ * Returns dst_len, -EBADMSG, -EINVAL (dst_len 0 or above ZF_UNIT_MAX) or -ENOMEM.
+ */
+ZF_API int zf_codec_decompress(zf_codec_ctx *ctx, const void *src, size_t src_len, void *dst,
+			       size_t dst_len);
+
+/* ---------------------------------------------------------------------------------- */
+/* Memory images                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A memory image is a file of whole 4 KiB pages of anonymous memory, in address order,
+ * optionally compressed with zstd (recognised by its magic number, whatever the file is
+ * called). zf_image_open() reads the whole image into memory. Returns 0, -ENOENT and the
+ * other errors of open/read, -EBADMSG for a corrupt zstd stream, -EINVAL for a file that
+ * is empty or not a whole number of pages, -EFBIG above max_bytes (0 = no limit), -ENOMEM.
+ */
+typedef struct zf_image zf_image;
+ZF_API int zf_image_open(const char *path, size_t max_bytes, zf_image **image);
+
+/*
+ * Wraps len bytes of an image that is already in memory (for example one compiled into
+ * a program). With copy non-zero the bytes are copied (and may be zstd-compressed, as a
+ * file may); with copy zero they are used in place, must be raw pages, and must outlive
+ * the image. Same errors as zf_image_open().
+ */
+ZF_API int zf_image_from_memory(const void *data, size_t len, int copy, const char *name,
+				zf_image **image);
+ZF_API void zf_image_close(zf_image *image);
+/* The pages: 4 KiB aligned, zf_image_size() bytes, valid until zf_image_close(). */
+ZF_API const void *zf_image_data(const zf_image *image);
+ZF_API size_t zf_image_size(const zf_image *image);
+/* The file name it was opened from, or the name given to zf_image_from_memory(). */
+ZF_API const char *zf_image_name(const zf_image *image);
+
+/*
+ * Writes an image file page run by page run, so that a capture never holds the whole
+ * image in memory. The file is written under a temporary name beside path and renamed
+ * over path by zf_image_writer_finish(), so a failed or abandoned capture never leaves a
+ * partial image behind. zstd_level 0 writes raw pages; any other level compresses the
+ * file with zstd at that level.
+ *
+ * zf_image_writer_open() returns 0 or -errno. zf_image_writer_append() takes whole pages
+ * (len a multiple of ZF_PAGE_SIZE) and returns 0 or -errno. zf_image_writer_finish()
+ * with commit non-zero flushes, syncs and renames (returns 0 or -errno; on failure the
+ * temporary file is removed); with commit zero it discards the file. It always frees the
+ * writer. One writer is for one thread.
+ */
+typedef struct zf_image_writer zf_image_writer;
+ZF_API int zf_image_writer_open(const char *path, int zstd_level, zf_image_writer **writer);
+ZF_API int zf_image_writer_append(zf_image_writer *writer, const void *pages, size_t len);
+ZF_API int zf_image_writer_finish(zf_image_writer *writer, int commit);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZFOLIO_H */

@@ -1,0 +1,47 @@
+/*
+ * common.h - what every module of libzfolio shares: error-return macros, branch hints,
+ * internal visibility, and the logging hook.
+ *
+ * Error handling follows zstd and the kernel: functions return 0/positive or -errno;
+ * RETURN_IF() and TRY() keep the early exits short, and longer unwinding uses
+ * "goto out". Nothing here prints on its own: diagnostics go through common_log(), which
+ * does nothing until the program installs a sink with zf_set_log_fn().
+ */
+#ifndef ZF_COMMON_H
+#define ZF_COMMON_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zfolio.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define ZF_MUST_CHECK __attribute__((warn_unused_result))
+#define ZF_PRINTF(f, a) __attribute__((format(printf, f, a)))
+
+#define ZF_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ZF_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define ZF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Returns err from the calling function when cond holds. */
+#define RETURN_IF(cond, err)                                                                       \
+	do {                                                                                       \
+		if (unlikely(cond))                                                                \
+			return (err);                                                              \
+	} while (0)
+
+/* Evaluates an int expression and returns it from the calling function when negative. */
+#define TRY(expr)                                                                                  \
+	do {                                                                                       \
+		int try_ret_ = (expr);                                                             \
+		if (unlikely(try_ret_ < 0))                                                        \
+			return try_ret_;                                                           \
+	} while (0)
+
+/* Sends one formatted line to the program's log sink, if it installed one. */
+void common_log(enum zf_log_level level, const char *fmt, ...) ZF_PRINTF(2, 3);
+
+#endif /* ZF_COMMON_H */
