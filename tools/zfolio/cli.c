@@ -1,0 +1,186 @@
+/*
+ * cli.c - helpers shared by the zfolio subcommands (see cli.h).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+void cli_die(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	cli_progress_done();
+	fputs("zfolio: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+int cli_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (tolower((unsigned char)*end)) {
+	case 'k':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (shift && tolower((unsigned char)*end) == 'i')
+		end++;
+	if (tolower((unsigned char)*end) == 'b')
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+const char *cli_format_unit(uint64_t bytes, char *buf, size_t len)
+{
+	if (bytes && bytes % (1u << 30) == 0)
+		snprintf(buf, len, "%llug", (unsigned long long)(bytes >> 30));
+	else if (bytes && bytes % (1u << 20) == 0)
+		snprintf(buf, len, "%llum", (unsigned long long)(bytes >> 20));
+	else if (bytes && bytes % 1024 == 0)
+		snprintf(buf, len, "%lluk", (unsigned long long)(bytes >> 10));
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)bytes);
+	return buf;
+}
+
+int cli_split_list(char *s, char **items, int max)
+{
+	int n = 0;
+
+	for (char *tok = s;; n++) {
+		char *comma = strchr(tok, ',');
+
+		if (comma)
+			*comma = '\0';
+		if (!*tok)
+			return -EINVAL;
+		if (n == max)
+			return -E2BIG;
+		items[n] = tok;
+		if (!comma)
+			return n + 1;
+		tok = comma + 1;
+	}
+}
+
+void cli_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static int progress_shown;
+
+void cli_progress(const char *fmt, ...)
+{
+	static int tty = -1;
+	va_list ap;
+
+	if (tty < 0)
+		tty = isatty(STDERR_FILENO);
+	if (!tty)
+		return;
+	fputs("\r\033[K", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+	progress_shown = 1;
+}
+
+void cli_progress_done(void)
+{
+	if (progress_shown)
+		fputs("\r\033[K", stderr);
+	progress_shown = 0;
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The bytes of data/sample.bin.zst, placed by sample.S. */
+extern const unsigned char zfolio_sample_start[], zfolio_sample_end[];
+
+zf_image *cli_open_image(const char *path)
+{
+	zf_image *img = NULL;
+	int ret;
+
+	if (!path || !strcmp(path, "sample")) {
+		ret = zf_image_from_memory(zfolio_sample_start,
+					   (size_t)(zfolio_sample_end - zfolio_sample_start), 1,
+					   "sample", &img);
+		if (ret < 0)
+			cli_die(1, "the embedded sample image: %s", zf_strerror(ret));
+		return img;
+	}
+	ret = zf_image_open(path, 0, &img);
+	if (ret == -EINVAL)
+		cli_die(EXIT_USAGE,
+			"%s: not a memory image (empty, or not a whole number of %u-byte pages)",
+			path, ZF_PAGE_SIZE);
+	if (ret < 0)
+		cli_die(ret == -ENOENT ? EXIT_USAGE : 1, "%s: %s", path, zf_strerror(ret));
+	return img;
+}

@@ -1,0 +1,60 @@
+/*
+ * cli.h - what the zfolio subcommands share: argument parsing helpers, error exits,
+ * progress on a terminal, JSON string output. The CLI uses only the public header.
+ *
+ * Exit codes: 0 success, 1 the job failed (I/O error, round-trip mismatch), 2 bad usage
+ * or bad input named on the command line, 77 a required system feature is missing.
+ */
+#ifndef ZF_CLI_H
+#define ZF_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "zfolio.h"
+
+#define EXIT_USAGE 2
+#define EXIT_SKIP 77
+
+/* Prints "zfolio: <message>" to stderr and exits with code. */
+void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/*
+ * Parses a size: a number with an optional k/m/g suffix (powers of 1024, case
+ * insensitive, optional trailing "b"/"ib"). Returns 0 or -EINVAL.
+ */
+int cli_parse_size(const char *s, uint64_t *out);
+/* Parses a non-negative decimal integer in [min, max]. Returns 0 or -EINVAL. */
+int cli_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* Formats bytes as "4k", "64k", "2m" when exact, else a byte count. */
+const char *cli_format_unit(uint64_t bytes, char *buf, size_t len);
+
+/*
+ * Splits a comma-separated list in place (s is modified) into at most max items.
+ * Returns the count, or -E2BIG when there are more, or -EINVAL for an empty item.
+ */
+int cli_split_list(char *s, char **items, int max);
+
+/* Writes s as a JSON string literal (with quotes) to f. */
+void cli_json_string(FILE *f, const char *s);
+
+/* Progress on stderr when it is a terminal; no output otherwise. */
+void cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Clears the progress line, if any. */
+void cli_progress_done(void);
+
+/* Seconds on the monotonic clock. */
+double cli_now(void);
+
+/*
+ * The default memory image, compiled into the zfolio binary (data/sample.bin.zst).
+ * Opens the image named by path, or the embedded sample when path is NULL or "sample".
+ * Exits with a message on error.
+ */
+zf_image *cli_open_image(const char *path);
+
+/* The subcommands. Each takes its own argv (argv[0] is the subcommand name). */
+int cmd_bench(int argc, char **argv);
+int cmd_capture(int argc, char **argv);
+
+#endif /* ZF_CLI_H */

@@ -1,0 +1,39 @@
+/*
+ * main.c - the zfolio command: dispatches to one subcommand per job.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"usage: zfolio <command> [options]\n"
+	"\n"
+	"zfolio reruns the kernel's large-folio compression experiments on memory images,\n"
+	"in user space.\n"
+	"\n"
+	"commands:\n"
+	"  bench codec   codec x unit-size matrix: ratio, incompressible units, MB/s\n"
+	"  capture PID   dump the private anonymous memory of a process as a memory image\n"
+	"  version       print the library version\n"
+	"\n"
+	"Run 'zfolio <command> --help' for a command's options.\n";
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? EXIT_USAGE : 0;
+	}
+	if (!strcmp(argv[1], "bench"))
+		return cmd_bench(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "capture"))
+		return cmd_capture(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		printf("zfolio %s (codecs: %s)\n", zf_version_string(), zf_codec_algorithms());
+		return 0;
+	}
+	fprintf(stderr, "zfolio: unknown command '%s'\n\n%s", argv[1], usage);
+	return EXIT_USAGE;
+}
