@@ -140,7 +140,8 @@ int main(int argc, char **argv)
 			else
 				r = ZSTD_decompressDCtx(dctx, dst, len, src, (size_t)clen[i]);
 			if (r != len) {
-				fprintf(stderr, "codec_baseline: unit %zu does not round-trip\n", i);
+				fprintf(stderr, "codec_baseline: unit %zu does not round-trip\n",
+					i);
 				return 1;
 			}
 		}

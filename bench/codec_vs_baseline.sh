@@ -1,32 +1,39 @@
 #!/bin/sh
 # codec_vs_baseline.sh - "zfolio bench codec" against a bare loop over liblz4/libzstd.
 #
-# For each image, runs both programs ROUNDS times, alternating (zfolio, baseline,
-# zfolio, ...), so that both see the same machine state; each run reports the median of
-# REPEAT passes. Prints, per image x codec x unit: both ratios (they must be equal) and
-# the median over rounds of each program's MB/s, with zfolio / baseline.
+# For each image, runs both programs ROUNDS times on each case (codec x unit), one right
+# after the other, pinned to CPU (default 1); each run reports the median of REPEAT
+# passes. Prints, per image x codec x unit: both ratios (they must be equal) and the
+# median over rounds of each program's MB/s, with zfolio / baseline. RAW=FILE keeps the
+# JSON lines of every run.
 #
-# usage: bench/codec_vs_baseline.sh BUILD_DIR IMAGE... (env: ROUNDS=3 REPEAT=5)
+# usage: bench/codec_vs_baseline.sh BUILD_DIR IMAGE...
+#        (env: ROUNDS=3 REPEAT=5 CPU=1 RAW=)
 set -eu
 build=$1
 shift
 rounds=${ROUNDS:-3}
 repeat=${REPEAT:-5}
+cpu=${CPU:-1}
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT INT TERM
 
 for img in "$@"; do
 	for r in $(seq "$rounds"); do
 		echo "round $r/$rounds: $img" >&2
-		"$build/zfolio" bench codec --image "$img" --codec lz4,zstd:1 --unit 4k,64k \
-			--repeat "$repeat" --json >>"$tmp"
+		# Each case back to back in both programs, pinned to one CPU, so that both see
+		# the same moment of a shared machine.
 		for codec in lz4 zstd:1; do
 			for unit in 4096 65536; do
-				"$build/bench/codec_baseline" "$img" "$codec" "$unit" "$repeat" >>"$tmp"
+				taskset -c "$cpu" "$build/zfolio" bench codec --image "$img" --codec "$codec" \
+					--unit "$unit" --repeat "$repeat" --json >>"$tmp"
+				taskset -c "$cpu" "$build/bench/codec_baseline" "$img" "$codec" "$unit" \
+					"$repeat" >>"$tmp"
 			done
 		done
 	done
 done
+[ -n "${RAW:-}" ] && cp "$tmp" "$RAW"
 
 python3 - "$tmp" <<'PY'
 import json, statistics, sys
