@@ -117,17 +117,17 @@ static void __attribute__((noreturn)) child_main(int ready_fd)
 	madvise(p, main_len, MADV_NOHUGEPAGE);
 	madvise(gap, gap_len, MADV_NOHUGEPAGE);
 	for (unsigned i = 0; i < NPAT; i++)
-		fill_pattern((uint64_t *)(p + (size_t)i * PS), i);
+		fill_pattern((uint64_t *)(void *)(p + (size_t)i * PS), i);
 	/* Written, so present: a zero page that was only read would map the zero page. */
 	memset(p + (size_t)NPAT * PS, 0, (size_t)NZERO * PS);
 	for (unsigned i = 0; i < NSAME; i++) {
-		uint64_t *w = (uint64_t *)(p + (size_t)(NPAT + NZERO + i) * PS);
+		uint64_t *w = (uint64_t *)(void *)(p + (size_t)(NPAT + NZERO + i) * PS);
 
 		for (unsigned j = 0; j < PS / 8; j++)
 			w[j] = SAME_VALUE(i);
 	}
-	fill_pattern((uint64_t *)gap, GAP_FIRST);
-	fill_pattern((uint64_t *)(gap + (size_t)(GAP_PAGES + 1) * PS), GAP_LAST);
+	fill_pattern((uint64_t *)(void *)gap, GAP_FIRST);
+	fill_pattern((uint64_t *)(void *)(gap + (size_t)(GAP_PAGES + 1) * PS), GAP_LAST);
 	addr = (uintptr_t)p;
 	if (write(ready_fd, &addr, sizeof(addr)) != sizeof(addr))
 		_exit(1);
@@ -319,7 +319,7 @@ static int test_default(zf_image **raw_out)
 		first_at[i] = -1;
 	for (size_t i = 0; i < pages; i++) {
 		const uint8_t *p = data + i * PS;
-		const int k = pattern_index((const uint64_t *)p);
+		const int k = pattern_index((const uint64_t *)(const void *)p);
 
 		if (k >= 0 && first_at[k] < 0) {
 			first_at[k] = (long)i;
