@@ -191,6 +191,119 @@ ZF_API int zf_image_writer_open(const char *path, int zstd_level, zf_image_write
 ZF_API int zf_image_writer_append(zf_image_writer *writer, const void *pages, size_t len);
 ZF_API int zf_image_writer_finish(zf_image_writer *writer, int commit);
 
+/* ---------------------------------------------------------------------------------- */
+/* zpool: the allocator for compressed objects                                        */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A zf_pool packs variable-size objects (compressed units: a few bytes to ZF_UNIT_MAX)
+ * densely into runs of 4 KiB pages, the way the kernel's zsmalloc does, and gives pages
+ * back to the system when objects are freed or compacted.
+ *
+ *  - Size classes: 16-byte steps up to 4 KiB, then steps of 1/128 of the octave up to
+ *    2 MiB (the zsmalloc multi-page idea); classes that would hold the same number of
+ *    objects in the same number of pages are merged. An object that fills its class's
+ *    whole zspage (a "huge" class: an incompressible unit kept raw) carries no header.
+ *  - zspages: runs of 1..N pages, N chosen per class to waste the least tail; objects
+ *    are packed back to back and may cross page boundaries. A zspage is contiguous in
+ *    the pool's address space, so an object that crosses pages is still one contiguous
+ *    range: reads never copy (zsmalloc copies because its pages are physically
+ *    scattered). Allocation goes to the fullest partly used zspage first.
+ *  - Handles are integers (0 is never a handle), resolved through a table, so that
+ *    compaction can move an object without its owner knowing.
+ *  - Compaction moves objects out of sparse zspages into fuller ones of the same class,
+ *    frees the emptied zspages and returns their pages (MADV_DONTNEED).
+ *
+ * Thread safety: a zf_pool is safe from any thread. Each size class has its own lock,
+ * taken by alloc, free and compaction of that class; reads and writes take no class
+ * lock, only a pin on the object's zspage that keeps compaction from moving it. The
+ * owner of a handle must not free it while it reads or writes it.
+ */
+typedef struct zf_pool zf_pool;
+
+typedef struct zf_pool_options {
+	size_t struct_size; /* sizeof(zf_pool_options), set by zf_pool_options_init() */
+	/*
+	 * Compact a class automatically, from the thread that frees, when the pages its
+	 * free slots add up to pass this percentage of its pages (and at least four of its
+	 * zspages). 0 turns automatic compaction off. Default 25.
+	 */
+	unsigned compact_threshold_pct;
+} zf_pool_options;
+
+ZF_API void zf_pool_options_init(zf_pool_options *options);
+
+/* Makes a pool (options NULL = defaults). Returns 0, -EINVAL or -ENOMEM. */
+ZF_API int zf_pool_create(const zf_pool_options *options, zf_pool **pool);
+/* Frees the pool and every object in it. */
+ZF_API void zf_pool_destroy(zf_pool *pool);
+
+/*
+ * Allocates an object of size bytes (1..ZF_UNIT_MAX) and stores its handle in *handle.
+ * Its content is undefined until written. Returns 0, -EINVAL for a bad size, -ENOMEM
+ * when no memory (or address space) could be had: the pool is left as it was.
+ */
+ZF_API int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handle);
+
+/* Frees an object. A handle that is not allocated is ignored. */
+ZF_API void zf_pool_free(zf_pool *pool, uint64_t handle);
+
+/*
+ * Copies len bytes (at most the object's size) from src to the start of the object.
+ * Returns 0, or -EINVAL for a handle that is not allocated or a len too large.
+ */
+ZF_API int zf_pool_write(zf_pool *pool, uint64_t handle, const void *src, size_t len);
+
+/*
+ * Begins a read: returns a pointer to the object's bytes inside the pool and stores its
+ * size in *size (if not NULL), or NULL for a handle that is not allocated. The object
+ * stays where it is (compaction waits) until zf_pool_read_end(); keep the pair short,
+ * and do not call other pool functions on the same handle in between.
+ */
+ZF_API const void *zf_pool_read_begin(zf_pool *pool, uint64_t handle, size_t *size);
+ZF_API void zf_pool_read_end(zf_pool *pool, uint64_t handle);
+
+/* The size an object was allocated with, or 0 for a handle that is not allocated. */
+ZF_API size_t zf_pool_object_size(zf_pool *pool, uint64_t handle);
+
+/*
+ * Compacts every class now. Returns the number of pages given back. Objects being read
+ * (between read_begin and read_end) stay where they are.
+ */
+ZF_API size_t zf_pool_compact(zf_pool *pool);
+
+typedef struct zf_pool_stats {
+	uint64_t objects; /* live objects */
+	uint64_t compr_data_size; /* sum of their sizes, in bytes */
+	uint64_t pages_used; /* pages of all zspages */
+	uint64_t mem_used_total; /* pages_used * 4 KiB */
+	uint64_t mem_used_max; /* highest mem_used_total so far */
+	uint64_t pages_compacted; /* pages given back by compaction (explicit and automatic) */
+	uint64_t compactions; /* class compaction passes run */
+	uint64_t meta_bytes; /* the pool's own bookkeeping outside the pages */
+} zf_pool_stats;
+
+/* A consistent snapshot of each class, summed. */
+ZF_API void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *stats);
+
+/* One line of the per-class table (zsmalloc's debugfs "classes" file). */
+typedef struct zf_pool_class_stats {
+	uint32_t class_size; /* bytes per slot */
+	uint32_t max_object; /* the largest object the class takes */
+	uint32_t pages_per_zspage; /* pages in each zspage */
+	uint32_t objs_per_zspage;
+	uint32_t huge; /* one object per zspage, no header */
+	uint64_t objs_allocated; /* slots in this class's zspages */
+	uint64_t objs_used; /* of which live */
+	uint64_t pages_used; /* pages of this class's zspages */
+	uint64_t freeable; /* pages compaction could give back now */
+} zf_pool_class_stats;
+
+/* The number of size classes (after merging); the same for every pool. */
+ZF_API unsigned zf_pool_class_count(void);
+/* Fills *stats for class index (0..zf_pool_class_count()-1). Returns 0 or -EINVAL. */
+ZF_API int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,1093 @@
+/*
+ * zpool.c - zfolio's zsmalloc: an allocator for compressed objects.
+ *
+ * Size classes. A class is a slot size: 16-byte steps up to 4 KiB, then 128 steps per
+ * octave up to 2 MiB (the zsmalloc multi-page RFC's unit/256 granularity), so the
+ * rounding loss stays under 1% at any size. Each class packs its slots back to back
+ * into zspages of 1..N pages, N chosen to waste the least tail; classes that end up with
+ * the same pages and slots per zspage are merged into the largest (zsmalloc does the
+ * same), which gives fewer, fuller classes. A slot starts with an 8-byte header (the
+ * handle and the object's size: compaction needs the handle to find the table entry,
+ * free needs the size for exact stats), except in "huge" classes, whose zspage holds
+ * one object: a unit that did not compress, stored raw, pays no header and no rounding.
+ *
+ * zspages are runs of pages carved from 64 MiB arenas (mmap, no huge pages so that
+ * returning 4 KiB pages works). Unlike the kernel's, they are contiguous in the address
+ * space, so an object that crosses a page boundary is still one range and reads never
+ * copy. An emptied zspage gives its pages back (MADV_DONTNEED) at once and keeps its
+ * address range on a free list by length, for the next zspage of that length. Address
+ * space is not returned before the pool is destroyed; memory is.
+ *
+ * Handles. A handle indexes a table of 64-bit entries (class, zspage id, slot), kept in
+ * chunks that never move, so a reader finds an object without a lock. Each class keeps
+ * its own list of free handles and takes new ones 64 at a time from a global counter,
+ * so alloc and free take no global lock.
+ *
+ * Locking. A class lock covers its lists, its zspages' slots and the table entries of
+ * its handles. Reads and writes take no class lock: they pin the zspage (a counter),
+ * then check that the entry still points there (it may have moved in between).
+ * Compaction takes a zspage for moving only when nobody pins it (-1 in the counter),
+ * moves each object, updates its entry, and leaves it; a pinned zspage is skipped. So
+ * readers never wait for other classes, and within a class only for the zspage being
+ * moved. The arena lock is taken only to make or free a zspage.
+ *
+ * Compaction (zsmalloc's __zs_compact): within a class, move objects from the emptiest
+ * zspage into the fullest partly used one until the class cannot free a zspage more;
+ * emptied zspages are freed. It runs when asked (zf_pool_compact) and from free(), when
+ * a class's free slots add up to more than compact_threshold_pct of its pages.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include "zpool.h"
+
+/* -------------------------------------------------------------------------------- */
+/* The class table                                                                  */
+/* -------------------------------------------------------------------------------- */
+
+static struct zpool_class_def class_defs[ZPOOL_PAGE / ZPOOL_SMALL_STEP + 9 * ZPOOL_OCTAVE_CLASSES];
+static unsigned nr_class_defs;
+static pthread_once_t class_defs_once = PTHREAD_ONCE_INIT;
+
+/* The zspage length that wastes the least of its tail, the shorter on a tie. */
+static uint32_t best_pages(uint32_t size, uint32_t min_pages, uint32_t max_pages)
+{
+	uint32_t best = min_pages;
+	double best_waste = 2;
+
+	for (uint32_t k = min_pages; k <= max_pages; k++) {
+		const uint64_t bytes = (uint64_t)k * ZPOOL_PAGE;
+		const double waste = (double)(bytes % size) / (double)bytes;
+
+		if (waste < best_waste - 1e-9) {
+			best_waste = waste;
+			best = k;
+		}
+	}
+	return best;
+}
+
+static void build_class_defs(void)
+{
+	struct zpool_class_def cand[ZF_ARRAY_SIZE(class_defs)];
+	unsigned n = 0;
+
+	for (uint32_t s = ZPOOL_SMALL_STEP; s <= ZPOOL_PAGE; s += ZPOOL_SMALL_STEP)
+		cand[n++].size = s;
+	for (uint32_t lo = ZPOOL_PAGE; lo < ZF_UNIT_MAX; lo *= 2) {
+		const uint32_t step = 2 * lo / (2 * ZPOOL_OCTAVE_CLASSES);
+
+		for (uint32_t s = lo + step; s <= 2 * lo; s += step)
+			cand[n++].size = s;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct zpool_class_def *d = &cand[i];
+		const uint32_t min_pages = (d->size + ZPOOL_PAGE - 1) / ZPOOL_PAGE;
+		const uint32_t max_pages = d->size <= ZPOOL_PAGE
+						   ? ZPOOL_SMALL_MAX_PAGES
+						   : ZF_MIN(ZPOOL_MAX_ZSPAGE_PAGES, 8 * min_pages);
+
+		d->pages = best_pages(d->size, min_pages, ZF_MAX(min_pages, max_pages));
+		d->objs = d->pages * ZPOOL_PAGE / d->size;
+		d->huge = d->objs == 1;
+		/* Capacities grow with the class index: class_for() searches them. */
+		d->capacity = d->huge ? d->size : d->size - ZPOOL_HDR;
+	}
+	/* Merge runs with the same geometry into their largest member. */
+	for (unsigned i = 0; i < n; i++) {
+		if (i + 1 < n && cand[i + 1].pages == cand[i].pages &&
+		    cand[i + 1].objs == cand[i].objs)
+			continue;
+		class_defs[nr_class_defs++] = cand[i];
+	}
+}
+
+const struct zpool_class_def *zpool_class_defs(unsigned *count)
+{
+	pthread_once(&class_defs_once, build_class_defs);
+	*count = nr_class_defs;
+	return class_defs;
+}
+
+unsigned zf_pool_class_count(void)
+{
+	unsigned n;
+
+	zpool_class_defs(&n);
+	return n;
+}
+
+/* The smallest class whose capacity holds size. */
+static struct size_class *class_for(zf_pool *pool, size_t size)
+{
+	unsigned lo = 0, hi = pool->nr_classes - 1;
+
+	while (lo < hi) {
+		const unsigned mid = (lo + hi) / 2;
+
+		if (pool->classes[mid].capacity >= size)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return &pool->classes[lo];
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Handle table                                                                     */
+/* -------------------------------------------------------------------------------- */
+
+static _Atomic uint64_t *entry_of(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *chunk;
+
+	if (unlikely(handle == 0 || handle >= (uint64_t)HANDLE_CHUNKS * HANDLE_CHUNK))
+		return NULL;
+	chunk = atomic_load_explicit(&pool->handle_chunks[handle >> HANDLE_CHUNK_SHIFT],
+				     memory_order_acquire);
+	return chunk ? &chunk[handle & (HANDLE_CHUNK - 1)] : NULL;
+}
+
+static uint64_t entry_make(unsigned class_idx, uint32_t zspage_id, uint32_t slot)
+{
+	return (uint64_t)(class_idx + 1) << ENTRY_CLASS_SHIFT |
+	       (uint64_t)(zspage_id + 1) << ENTRY_ZSPAGE_SHIFT | slot;
+}
+
+static int entry_allocated(uint64_t e)
+{
+	return e != 0 && !(e & ENTRY_FREE);
+}
+
+static unsigned entry_class(uint64_t e)
+{
+	return (unsigned)((e & ~ENTRY_FREE) >> ENTRY_CLASS_SHIFT) - 1;
+}
+
+static uint32_t entry_zspage(uint64_t e)
+{
+	return (uint32_t)(e >> ENTRY_ZSPAGE_SHIFT) - 1;
+}
+
+static uint32_t entry_slot(uint64_t e)
+{
+	return (uint32_t)(e & ENTRY_SLOT_MASK);
+}
+
+/* Gives class c a batch of fresh handles. Caller holds c->lock. */
+static int refill_handles(zf_pool *pool, struct size_class *c)
+{
+	const uint64_t first = atomic_fetch_add(&pool->next_handle, HANDLE_BATCH);
+	const uint64_t end = first + HANDLE_BATCH;
+
+	RETURN_IF(end > (uint64_t)HANDLE_CHUNKS * HANDLE_CHUNK, -ENOMEM);
+	/* A batch never straddles chunks: HANDLE_CHUNK is a multiple of HANDLE_BATCH. */
+	if (!entry_of(pool, first)) {
+		const size_t idx = first >> HANDLE_CHUNK_SHIFT;
+		int ret = 0;
+
+		pthread_mutex_lock(&pool->grow_lock);
+		if (!atomic_load(&pool->handle_chunks[idx])) {
+			_Atomic uint64_t *chunk = calloc(HANDLE_CHUNK, sizeof(*chunk));
+
+			if (chunk) {
+				atomic_store_explicit(&pool->handle_chunks[idx], chunk,
+						      memory_order_release);
+				atomic_fetch_add(&pool->meta_bytes, HANDLE_CHUNK * sizeof(*chunk));
+			} else {
+				ret = -ENOMEM;
+			}
+		}
+		pthread_mutex_unlock(&pool->grow_lock);
+		/* The batch is lost on failure: 64 numbers of 2^32, and the pool is intact. */
+		TRY(ret);
+	}
+	for (uint64_t h = end; h-- > first;) {
+		if (h == 0)
+			continue;
+		atomic_store_explicit(entry_of(pool, h), ENTRY_FREE | c->free_handles,
+				      memory_order_relaxed);
+		c->free_handles = h;
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* zspages and arenas                                                               */
+/* -------------------------------------------------------------------------------- */
+
+static struct zspage *zspage_by_id(zf_pool *pool, uint32_t id)
+{
+	struct zspage *chunk =
+		atomic_load_explicit(&pool->zspage_chunks[id / ZSPAGE_CHUNK], memory_order_acquire);
+
+	return &chunk[id % ZSPAGE_CHUNK];
+}
+
+/* A fresh address range of pages pages from the arenas. Caller holds arena_lock. */
+static uint8_t *arena_take(zf_pool *pool, uint32_t pages)
+{
+	const size_t bytes = (size_t)pages * ZPOOL_PAGE;
+	uint8_t *p;
+
+	if (pool->arena_left < bytes) {
+		const size_t len = ZF_MAX(ZPOOL_ARENA_BYTES, bytes);
+		void *a;
+
+		if (pool->nr_arenas == pool->arenas_cap) {
+			const size_t cap = pool->arenas_cap ? 2 * pool->arenas_cap : 16;
+			void **arenas = realloc(pool->arenas, cap * 2 * sizeof(void *));
+
+			if (!arenas)
+				return NULL;
+			pool->arenas = arenas;
+			pool->arenas_cap = cap;
+		}
+		a = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (a == MAP_FAILED)
+			return NULL;
+		/* 4 KiB pages only: giving back part of a huge page would split it anyway. */
+		madvise(a, len, MADV_NOHUGEPAGE);
+		pool->arenas[2 * pool->nr_arenas] = a;
+		pool->arenas[2 * pool->nr_arenas + 1] = (void *)(uintptr_t)len;
+		pool->nr_arenas++;
+		pool->arena_cur = a;
+		pool->arena_left = len;
+	}
+	p = pool->arena_cur;
+	pool->arena_cur += bytes;
+	pool->arena_left -= bytes;
+	return p;
+}
+
+/* A new struct zspage with an id. Caller holds arena_lock. */
+static struct zspage *zspage_struct_new(zf_pool *pool)
+{
+	const uint32_t id = pool->nr_zspage_structs;
+	struct zspage *chunk;
+
+	if (id / ZSPAGE_CHUNK >= ZSPAGE_CHUNKS)
+		return NULL;
+	chunk = atomic_load(&pool->zspage_chunks[id / ZSPAGE_CHUNK]);
+	if (!chunk) {
+		chunk = calloc(ZSPAGE_CHUNK, sizeof(*chunk));
+		if (!chunk)
+			return NULL;
+		for (uint32_t i = 0; i < ZSPAGE_CHUNK; i++)
+			chunk[i].id = id + i;
+		atomic_fetch_add(&pool->meta_bytes, ZSPAGE_CHUNK * sizeof(*chunk));
+		atomic_store_explicit(&pool->zspage_chunks[id / ZSPAGE_CHUNK], chunk,
+				      memory_order_release);
+	}
+	pool->nr_zspage_structs++;
+	return &chunk[id % ZSPAGE_CHUNK];
+}
+
+static void update_max(atomic_uint_fast64_t *max, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(max, memory_order_relaxed);
+
+	while (cur < v && !atomic_compare_exchange_weak(max, &cur, v))
+		;
+}
+
+static size_t bitmap_words(uint32_t bits)
+{
+	return (bits + 63) / 64;
+}
+
+/* Sizes zs's bitmap and page arrays for class c and marks every slot free. */
+static int zspage_meta_init(zf_pool *pool, const struct size_class *c, struct zspage *zs)
+{
+	const size_t words = bitmap_words(c->objs);
+	const size_t need = words * 8 + (size_t)c->pages * (sizeof(uint16_t) + 1);
+
+	if (zs->meta_cap < need) {
+		void *meta = malloc(need);
+
+		if (!meta)
+			return -ENOMEM;
+		free(zs->free_bits);
+		atomic_fetch_add(&pool->meta_bytes, need - zs->meta_cap);
+		zs->free_bits = meta;
+		zs->meta_cap = need;
+	}
+	zs->page_refs = (uint16_t *)(void *)(zs->free_bits + words);
+	zs->page_resident = (uint8_t *)(zs->page_refs + c->pages);
+	memset(zs->free_bits, 0xff, words * 8);
+	if (c->objs % 64)
+		zs->free_bits[words - 1] = (1ull << (c->objs % 64)) - 1;
+	memset(zs->page_refs, 0, (size_t)c->pages * sizeof(uint16_t));
+	memset(zs->page_resident, 0, c->pages);
+	return 0;
+}
+
+/* Returns a zspage struct (with its address range) to the free lists. */
+static void zspage_release(zf_pool *pool, struct zspage *zs)
+{
+	pthread_mutex_lock(&pool->arena_lock);
+	zs->next = pool->free_zspages[zs->pages];
+	pool->free_zspages[zs->pages] = zs;
+	pthread_mutex_unlock(&pool->arena_lock);
+}
+
+/* A zspage for class c, empty, with no memory behind it yet. Caller holds c->lock. */
+static struct zspage *zspage_new(zf_pool *pool, struct size_class *c)
+{
+	struct zspage *zs;
+
+	pthread_mutex_lock(&pool->arena_lock);
+	zs = pool->free_zspages[c->pages];
+	if (zs) {
+		pool->free_zspages[c->pages] = zs->next;
+	} else {
+		uint8_t *base = arena_take(pool, c->pages);
+
+		zs = base ? zspage_struct_new(pool) : NULL;
+		if (zs) {
+			zs->base = base;
+			zs->pages = (uint16_t)c->pages;
+		}
+		/* On failure the range (if any) stays unused in its arena: no memory lost. */
+	}
+	pthread_mutex_unlock(&pool->arena_lock);
+	if (!zs)
+		return NULL;
+	if (zspage_meta_init(pool, c, zs)) {
+		zspage_release(pool, zs);
+		return NULL;
+	}
+	zs->prev = zs->next = NULL;
+	zs->class_idx = (uint16_t)c->index;
+	zs->group = 0;
+	zs->inuse = 0;
+	zs->resident = 0;
+	zs->huge_hdr = 0;
+	c->zspages++;
+	return zs;
+}
+
+static void resident_add(zf_pool *pool, struct size_class *c, struct zspage *zs, int64_t pages)
+{
+	zs->resident += (uint32_t)pages;
+	c->resident_pages += (uint64_t)pages;
+	if (pages > 0) {
+		const uint64_t used =
+			atomic_fetch_add(&pool->pages_used, (uint64_t)pages) + (uint64_t)pages;
+
+		update_max(&pool->mem_used_max, used * ZPOOL_PAGE);
+	} else {
+		atomic_fetch_sub(&pool->pages_used, (uint64_t)-pages);
+	}
+}
+
+/* Gives an empty zspage's pages back. Caller holds c->lock; zs is on no list. */
+static void zspage_free(zf_pool *pool, struct size_class *c, struct zspage *zs)
+{
+	if (zs->resident)
+		madvise(zs->base, (size_t)zs->pages * ZPOOL_PAGE, MADV_DONTNEED);
+	resident_add(pool, c, zs, -(int64_t)zs->resident);
+	c->zspages--;
+	zspage_release(pool, zs);
+}
+
+/* Gives back the pages of zs that no object is on. Returns how many. */
+static uint32_t zspage_trim(zf_pool *pool, struct size_class *c, struct zspage *zs)
+{
+	uint32_t trimmed = 0;
+
+	for (uint32_t p = 0; p < zs->pages;) {
+		uint32_t end = p;
+
+		while (end < zs->pages && !zs->page_refs[end] && zs->page_resident[end])
+			end++;
+		if (end == p) {
+			p++;
+			continue;
+		}
+		madvise(zs->base + (size_t)p * ZPOOL_PAGE, (size_t)(end - p) * ZPOOL_PAGE,
+			MADV_DONTNEED);
+		memset(zs->page_resident + p, 0, end - p);
+		trimmed += end - p;
+		p = end;
+	}
+	resident_add(pool, c, zs, -(int64_t)trimmed);
+	return trimmed;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Fullness groups and slots (caller holds the class lock)                          */
+/* -------------------------------------------------------------------------------- */
+
+static uint8_t group_of(const struct size_class *c, uint32_t inuse)
+{
+	if (inuse == c->objs)
+		return ZPOOL_GROUP_FULL;
+	return (uint8_t)(inuse ? (inuse * 10 + c->objs - 1) / c->objs : 0);
+}
+
+static void group_remove(struct size_class *c, struct zspage *zs)
+{
+	if (zs->prev)
+		zs->prev->next = zs->next;
+	else
+		c->groups[zs->group] = zs->next;
+	if (zs->next)
+		zs->next->prev = zs->prev;
+	zs->prev = zs->next = NULL;
+}
+
+static void group_insert(struct size_class *c, struct zspage *zs)
+{
+	zs->group = group_of(c, zs->inuse);
+	zs->prev = NULL;
+	zs->next = c->groups[zs->group];
+	if (zs->next)
+		zs->next->prev = zs;
+	c->groups[zs->group] = zs;
+}
+
+/* Moves zs to the group its use now calls for. */
+static void regroup(struct size_class *c, struct zspage *zs)
+{
+	if (group_of(c, zs->inuse) == zs->group)
+		return;
+	group_remove(c, zs);
+	group_insert(c, zs);
+}
+
+static uint8_t *slot_ptr(const struct size_class *c, const struct zspage *zs, uint32_t slot)
+{
+	return zs->base + (size_t)slot * c->size;
+}
+
+static uint64_t hdr_load(const struct size_class *c, const struct zspage *zs, uint32_t slot)
+{
+	uint64_t h;
+
+	if (c->huge)
+		return zs->huge_hdr;
+	memcpy(&h, slot_ptr(c, zs, slot), sizeof(h));
+	return h;
+}
+
+static void hdr_store(const struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t h)
+{
+	if (c->huge)
+		zs->huge_hdr = h;
+	else
+		memcpy(slot_ptr(c, zs, slot), &h, sizeof(h));
+}
+
+static int slot_is_free(const struct zspage *zs, uint32_t slot)
+{
+	return (zs->free_bits[slot / 64] >> (slot % 64)) & 1;
+}
+
+/* The pages [first, last] that an object of size bytes in slot covers. */
+static void slot_pages(const struct size_class *c, uint32_t slot, size_t size, uint32_t *first,
+		       uint32_t *last)
+{
+	const size_t off = (size_t)slot * c->size;
+	const size_t len = size + (c->huge ? 0 : ZPOOL_HDR);
+
+	*first = (uint32_t)(off / ZPOOL_PAGE);
+	*last = (uint32_t)((off + len - 1) / ZPOOL_PAGE);
+}
+
+/*
+ * Takes the lowest free slot for an object of size bytes and writes its header: the
+ * pages it covers get memory (the kernel faults it in on the first write).
+ */
+static uint32_t slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr)
+{
+	uint32_t slot = 0, first, last, fresh = 0;
+
+	for (size_t w = 0;; w++) {
+		if (zs->free_bits[w]) {
+			slot = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(zs->free_bits[w]));
+			zs->free_bits[w] &= zs->free_bits[w] - 1;
+			break;
+		}
+	}
+	slot_pages(c, slot, hdr >> HDR_SIZE_SHIFT, &first, &last);
+	for (uint32_t p = first; p <= last; p++) {
+		zs->page_refs[p]++;
+		if (!zs->page_resident[p]) {
+			zs->page_resident[p] = 1;
+			fresh++;
+		}
+	}
+	if (fresh)
+		resident_add(pool, c, zs, fresh);
+	zs->inuse++;
+	hdr_store(c, zs, slot, hdr);
+	return slot;
+}
+
+/* Frees a slot; its pages keep their memory until compaction trims them. */
+static void slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t hdr)
+{
+	uint32_t first, last;
+
+	slot_pages(c, slot, hdr >> HDR_SIZE_SHIFT, &first, &last);
+	for (uint32_t p = first; p <= last; p++)
+		zs->page_refs[p]--;
+	zs->free_bits[slot / 64] |= 1ull << (slot % 64);
+	zs->inuse--;
+}
+
+/* The fullest zspage with a free slot, or NULL. */
+static struct zspage *fullest_partial(const struct size_class *c, const struct zspage * not )
+{
+	for (int g = ZPOOL_GROUP_FULL - 1; g >= 1; g--) {
+		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+			if (zs != not )
+				return zs;
+		}
+	}
+	return NULL;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Pins: what keeps compaction from moving an object while it is read or written    */
+/* -------------------------------------------------------------------------------- */
+
+static void pin(struct zspage *zs)
+{
+	for (;;) {
+		int v = atomic_load_explicit(&zs->pins, memory_order_relaxed);
+
+		if (v >= 0 && atomic_compare_exchange_weak_explicit(&zs->pins, &v, v + 1,
+								    memory_order_acquire,
+								    memory_order_relaxed))
+			return;
+		if (v < 0)
+			sched_yield(); /* a zspage's objects are being moved: microseconds */
+	}
+}
+
+static void unpin(struct zspage *zs)
+{
+	atomic_fetch_sub_explicit(&zs->pins, 1, memory_order_release);
+}
+
+/* Pins the zspage that holds handle's object; returns its entry, or 0 if not allocated. */
+static uint64_t pin_object(zf_pool *pool, uint64_t handle, struct zspage **zsp)
+{
+	_Atomic uint64_t *ep = entry_of(pool, handle);
+
+	if (!ep)
+		return 0;
+	for (;;) {
+		const uint64_t e = atomic_load_explicit(ep, memory_order_acquire);
+		struct zspage *zs;
+
+		if (!entry_allocated(e))
+			return 0;
+		zs = zspage_by_id(pool, entry_zspage(e));
+		pin(zs);
+		/* Moved between the load and the pin? Then follow it. */
+		if (atomic_load_explicit(ep, memory_order_acquire) == e) {
+			*zsp = zs;
+			return e;
+		}
+		unpin(zs);
+	}
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Checks                                                                           */
+/* -------------------------------------------------------------------------------- */
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (unlikely(!(cond))) {                                                           \
+			common_log(ZF_LOG_ERROR, "zpool: class %u: check failed: %s", c->index,    \
+				   #cond);                                                         \
+			return -EFAULT;                                                            \
+		}                                                                                  \
+	} while (0)
+
+int zpool_check_class(zf_pool *pool, struct size_class *c)
+{
+	uint64_t used = 0, bytes = 0, zspages = 0, resident = 0;
+	uint16_t refs[ZPOOL_MAX_ZSPAGE_PAGES];
+
+	CHECK(c->groups[0] == NULL);
+	for (int g = 1; g < ZPOOL_GROUPS; g++) {
+		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+			uint32_t live = 0, pages_resident = 0;
+
+			CHECK(zs->group == g && group_of(c, zs->inuse) == g);
+			CHECK(zs->class_idx == c->index && zs->pages == c->pages);
+			CHECK(!zs->next || zs->next->prev == zs);
+			memset(refs, 0, sizeof(refs));
+			for (uint32_t s = 0; s < c->objs; s++) {
+				uint64_t h;
+				uint32_t first, last;
+				_Atomic uint64_t *ep;
+
+				if (slot_is_free(zs, s))
+					continue;
+				h = hdr_load(c, zs, s);
+				ep = entry_of(pool, h & HDR_HANDLE_MASK);
+				CHECK(ep && atomic_load(ep) == entry_make(c->index, zs->id, s));
+				CHECK((h >> HDR_SIZE_SHIFT) >= 1 &&
+				      (h >> HDR_SIZE_SHIFT) <= c->capacity);
+				slot_pages(c, s, h >> HDR_SIZE_SHIFT, &first, &last);
+				for (uint32_t p = first; p <= last; p++)
+					refs[p]++;
+				bytes += h >> HDR_SIZE_SHIFT;
+				live++;
+			}
+			/* No bit set past the last slot. */
+			CHECK(c->objs % 64 == 0 ||
+			      !(zs->free_bits[c->objs / 64] >> (c->objs % 64)));
+			for (uint32_t p = 0; p < zs->pages; p++) {
+				CHECK(refs[p] == zs->page_refs[p]);
+				CHECK(!refs[p] || zs->page_resident[p]);
+				pages_resident += zs->page_resident[p];
+			}
+			CHECK(live == zs->inuse && pages_resident == zs->resident);
+			used += live;
+			resident += pages_resident;
+			zspages++;
+		}
+	}
+	CHECK(used == c->objs_used && bytes == c->compr_bytes && zspages == c->zspages);
+	CHECK(resident == c->resident_pages);
+	return 0;
+}
+
+#ifdef ZF_DEBUG_FULL
+#define DEBUG_CHECK(pool, c)                                                                       \
+	do {                                                                                       \
+		if (zpool_check_class(pool, c))                                                    \
+			abort();                                                                   \
+	} while (0)
+#else
+#define DEBUG_CHECK(pool, c) ((void)0)
+#endif
+
+/* -------------------------------------------------------------------------------- */
+/* Compaction                                                                       */
+/* -------------------------------------------------------------------------------- */
+
+/* Pages compaction could give back now: the free slots, in whole zspages. */
+static uint64_t class_freeable(const struct size_class *c)
+{
+	const uint64_t free_slots = c->zspages * c->objs - c->objs_used;
+
+	return c->huge ? 0 : free_slots / c->objs * c->pages;
+}
+
+/* The emptiest zspage nobody pins, taken for moving (pins == -1), or NULL. */
+static struct zspage *take_source(struct size_class *c)
+{
+	for (int g = 1; g < ZPOOL_GROUP_FULL; g++) {
+		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+			int idle = 0;
+
+			if (atomic_compare_exchange_strong(&zs->pins, &idle, -1))
+				return zs;
+		}
+	}
+	return NULL;
+}
+
+/* Moves the object in slot s of src to the lowest free slot of dst (which may be src). */
+static void move_object(zf_pool *pool, struct size_class *c, struct zspage *src, uint32_t s,
+			struct zspage *dst)
+{
+	const uint64_t h = hdr_load(c, src, s);
+	const uint32_t d = slot_take(pool, c, dst, h);
+
+	memcpy(slot_ptr(c, dst, d) + ZPOOL_HDR, slot_ptr(c, src, s) + ZPOOL_HDR,
+	       h >> HDR_SIZE_SHIFT);
+	atomic_store_explicit(entry_of(pool, h & HDR_HANDLE_MASK), entry_make(c->index, dst->id, d),
+			      memory_order_release);
+	slot_put(c, src, s, h);
+}
+
+/* The highest slot in use, or -1. */
+static int64_t highest_used(const struct size_class *c, const struct zspage *zs)
+{
+	for (size_t w = bitmap_words(c->objs); w-- > 0;) {
+		uint64_t used = ~zs->free_bits[w];
+
+		if (w == c->objs / 64 && c->objs % 64)
+			used &= (1ull << (c->objs % 64)) - 1;
+		if (used)
+			return (int64_t)(w * 64 + 63 - (size_t)__builtin_clzll(used));
+	}
+	return -1;
+}
+
+/* The lowest free slot, or c->objs. */
+static uint32_t lowest_free(const struct size_class *c, const struct zspage *zs)
+{
+	for (size_t w = 0; w < bitmap_words(c->objs); w++) {
+		if (zs->free_bits[w])
+			return (uint32_t)(w * 64 + (size_t)__builtin_ctzll(zs->free_bits[w]));
+	}
+	return c->objs;
+}
+
+/*
+ * Moves src's objects, the highest slot first, into fuller zspages of the class while
+ * there are any; then slides what is left of them down within src. Either way the free
+ * slots end up together at the end, where whole pages can be given back.
+ */
+static void drain_source(zf_pool *pool, struct size_class *c, struct zspage *src)
+{
+	int64_t s;
+
+	while (src->inuse && (s = highest_used(c, src)) >= 0) {
+		struct zspage *dst = fullest_partial(c, src);
+
+		if (dst && dst->inuse >= src->inuse) {
+			move_object(pool, c, src, (uint32_t)s, dst);
+			regroup(c, dst);
+		} else if (lowest_free(c, src) < (uint32_t)s) {
+			move_object(pool, c, src, (uint32_t)s, src);
+		} else {
+			break;
+		}
+	}
+}
+
+/*
+ * Packs the class: empties its sparsest zspages into its fullest ones (zsmalloc's
+ * __zs_compact), freeing the emptied zspages, and leaves the free slots of the last
+ * partly used zspage at its end; then gives back every page no object is on. Zspages
+ * someone pins are left as they are. Caller holds c->lock. Returns the pages given back.
+ */
+static uint64_t compact_class(zf_pool *pool, struct size_class *c)
+{
+	const uint64_t before = c->resident_pages;
+
+	c->compactions++;
+	while (!c->huge) {
+		struct zspage *src = take_source(c);
+		int last;
+
+		if (!src)
+			break;
+		group_remove(c, src);
+		last = fullest_partial(c, src) == NULL;
+		drain_source(pool, c, src);
+		atomic_store_explicit(&src->pins, 0, memory_order_release);
+		if (src->inuse == 0) {
+			zspage_free(pool, c, src);
+		} else {
+			group_insert(c, src);
+			/* Not emptied: there was no fuller zspage left to move into. */
+			break;
+		}
+		if (last)
+			break;
+	}
+	/*
+	 * No pin needed to trim: a page with no object on it is read by nobody (a reader
+	 * checks its handle's entry before it touches the object).
+	 */
+	for (int g = 1; g < ZPOOL_GROUP_FULL; g++) {
+		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next)
+			zspage_trim(pool, c, zs);
+	}
+	c->pages_compacted += before - c->resident_pages;
+	DEBUG_CHECK(pool, c);
+	return before - c->resident_pages;
+}
+
+size_t zf_pool_compact(zf_pool *pool)
+{
+	size_t freed = 0;
+
+	for (unsigned i = 0; i < pool->nr_classes; i++) {
+		struct size_class *c = &pool->classes[i];
+
+		pthread_mutex_lock(&c->lock);
+		if (c->zspages)
+			freed += compact_class(pool, c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return freed;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* The API                                                                          */
+/* -------------------------------------------------------------------------------- */
+
+void zf_pool_options_init(zf_pool_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->struct_size = sizeof(*o);
+	o->compact_threshold_pct = 25;
+}
+
+int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
+{
+	const struct zpool_class_def *defs;
+	zf_pool_options o;
+	zf_pool *pool;
+	unsigned n;
+
+	RETURN_IF(!poolp, -EINVAL);
+	zf_pool_options_init(&o);
+	if (options) {
+		RETURN_IF(options->struct_size < sizeof(o.struct_size) ||
+				  options->struct_size > sizeof(o),
+			  -EINVAL);
+		memcpy(&o, options, options->struct_size);
+		RETURN_IF(o.compact_threshold_pct > 100, -EINVAL);
+	}
+	defs = zpool_class_defs(&n);
+	pool = calloc(1, sizeof(*pool));
+	RETURN_IF(!pool, -ENOMEM);
+	pool->classes = calloc(n, sizeof(*pool->classes));
+	pool->handle_chunks = calloc(HANDLE_CHUNKS, sizeof(*pool->handle_chunks));
+	pool->zspage_chunks = calloc(ZSPAGE_CHUNKS, sizeof(*pool->zspage_chunks));
+	if (!pool->classes || !pool->handle_chunks || !pool->zspage_chunks) {
+		free(pool->classes);
+		free(pool->handle_chunks);
+		free(pool->zspage_chunks);
+		free(pool);
+		return -ENOMEM;
+	}
+	pool->nr_classes = n;
+	pool->compact_threshold_pct = o.compact_threshold_pct;
+	atomic_init(&pool->next_handle, 0);
+	pthread_mutex_init(&pool->grow_lock, NULL);
+	pthread_mutex_init(&pool->arena_lock, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		struct size_class *c = &pool->classes[i];
+
+		pthread_mutex_init(&c->lock, NULL);
+		c->size = defs[i].size;
+		c->capacity = defs[i].capacity;
+		c->pages = defs[i].pages;
+		c->objs = defs[i].objs;
+		c->huge = defs[i].huge;
+		c->index = i;
+	}
+	atomic_init(&pool->meta_bytes, sizeof(*pool) + n * sizeof(*pool->classes) +
+					       HANDLE_CHUNKS * sizeof(*pool->handle_chunks) +
+					       ZSPAGE_CHUNKS * sizeof(*pool->zspage_chunks));
+	*poolp = pool;
+	return 0;
+}
+
+void zf_pool_destroy(zf_pool *pool)
+{
+	if (!pool)
+		return;
+	for (size_t i = 0; i < pool->nr_arenas; i++)
+		munmap(pool->arenas[2 * i], (size_t)(uintptr_t)pool->arenas[2 * i + 1]);
+	for (size_t i = 0; i < HANDLE_CHUNKS; i++)
+		free(pool->handle_chunks[i]);
+	for (size_t i = 0; i < ZSPAGE_CHUNKS && pool->zspage_chunks[i]; i++) {
+		struct zspage *chunk = pool->zspage_chunks[i];
+
+		for (uint32_t j = 0; j < ZSPAGE_CHUNK; j++)
+			free(chunk[j].free_bits);
+		free(chunk);
+	}
+	for (unsigned i = 0; i < pool->nr_classes; i++)
+		pthread_mutex_destroy(&pool->classes[i].lock);
+	pthread_mutex_destroy(&pool->grow_lock);
+	pthread_mutex_destroy(&pool->arena_lock);
+	free(pool->arenas);
+	free(pool->handle_chunks);
+	free(pool->zspage_chunks);
+	free(pool->classes);
+	free(pool);
+}
+
+int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handlep)
+{
+	struct size_class *c;
+	struct zspage *zs;
+	uint64_t h;
+	uint32_t slot;
+	int ret = 0;
+
+	RETURN_IF(size == 0 || size > ZF_UNIT_MAX || !handlep, -EINVAL);
+	c = class_for(pool, size);
+	pthread_mutex_lock(&c->lock);
+	if (!c->free_handles)
+		ret = refill_handles(pool, c);
+	if (ret)
+		goto out;
+	zs = fullest_partial(c, NULL);
+	if (!zs) {
+		zs = zspage_new(pool, c);
+		if (!zs) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		group_insert(c, zs);
+	}
+	h = c->free_handles;
+	c->free_handles =
+		atomic_load_explicit(entry_of(pool, h), memory_order_relaxed) & ~ENTRY_FREE;
+	slot = slot_take(pool, c, zs, h | (uint64_t)size << HDR_SIZE_SHIFT);
+	atomic_store_explicit(entry_of(pool, h), entry_make(c->index, zs->id, slot),
+			      memory_order_release);
+	regroup(c, zs);
+	c->objs_used++;
+	c->compr_bytes += size;
+	*handlep = h;
+	DEBUG_CHECK(pool, c);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+void zf_pool_free(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *ep = entry_of(pool, handle);
+	struct size_class *c;
+	struct zspage *zs;
+	uint64_t e, hdr;
+	unsigned ci;
+
+	if (!ep)
+		return;
+	e = atomic_load_explicit(ep, memory_order_acquire);
+	if (!entry_allocated(e))
+		return;
+	/* The class of a handle never changes; its entry is stable under the class lock. */
+	ci = entry_class(e);
+	if (ci >= pool->nr_classes)
+		return;
+	c = &pool->classes[ci];
+	pthread_mutex_lock(&c->lock);
+	e = atomic_load_explicit(ep, memory_order_relaxed);
+	if (!entry_allocated(e))
+		goto out;
+	zs = zspage_by_id(pool, entry_zspage(e));
+	hdr = hdr_load(c, zs, entry_slot(e));
+	c->objs_used--;
+	c->compr_bytes -= hdr >> HDR_SIZE_SHIFT;
+	slot_put(c, zs, entry_slot(e), hdr);
+	atomic_store_explicit(ep, ENTRY_FREE | c->free_handles, memory_order_release);
+	c->free_handles = handle;
+	if (zs->inuse == 0) {
+		group_remove(c, zs);
+		zspage_free(pool, c, zs);
+	} else {
+		regroup(c, zs);
+	}
+	if (pool->compact_threshold_pct) {
+		const uint64_t freeable = class_freeable(c);
+
+		if (freeable >= 4 * c->pages &&
+		    freeable * 100 >= (uint64_t)pool->compact_threshold_pct * c->zspages * c->pages)
+			compact_class(pool, c);
+	}
+	DEBUG_CHECK(pool, c);
+out:
+	pthread_mutex_unlock(&c->lock);
+}
+
+const void *zf_pool_read_begin(zf_pool *pool, uint64_t handle, size_t *size)
+{
+	struct zspage *zs;
+	const uint64_t e = pin_object(pool, handle, &zs);
+	const struct size_class *c;
+	uint64_t hdr;
+
+	if (!e)
+		return NULL;
+	c = &pool->classes[entry_class(e)];
+	hdr = hdr_load(c, zs, entry_slot(e));
+	if (size)
+		*size = hdr >> HDR_SIZE_SHIFT;
+	return slot_ptr(c, zs, entry_slot(e)) + (c->huge ? 0 : ZPOOL_HDR);
+}
+
+void zf_pool_read_end(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *ep = entry_of(pool, handle);
+	uint64_t e;
+
+	if (!ep)
+		return;
+	/* Pinned: the entry cannot change until the unpin. */
+	e = atomic_load_explicit(ep, memory_order_acquire);
+	if (entry_allocated(e))
+		unpin(zspage_by_id(pool, entry_zspage(e)));
+}
+
+int zf_pool_write(zf_pool *pool, uint64_t handle, const void *src, size_t len)
+{
+	size_t size;
+	void *dst = (void *)(uintptr_t)zf_pool_read_begin(pool, handle, &size);
+
+	RETURN_IF(!dst, -EINVAL);
+	if (len > size) {
+		zf_pool_read_end(pool, handle);
+		return -EINVAL;
+	}
+	memcpy(dst, src, len);
+	zf_pool_read_end(pool, handle);
+	return 0;
+}
+
+size_t zf_pool_object_size(zf_pool *pool, uint64_t handle)
+{
+	size_t size = 0;
+
+	if (zf_pool_read_begin(pool, handle, &size))
+		zf_pool_read_end(pool, handle);
+	return size;
+}
+
+static void class_stats(const struct size_class *c, zf_pool_class_stats *s)
+{
+	s->class_size = c->size;
+	s->max_object = c->capacity;
+	s->pages_per_zspage = c->pages;
+	s->objs_per_zspage = c->objs;
+	s->huge = c->huge;
+	s->objs_allocated = c->zspages * c->objs;
+	s->objs_used = c->objs_used;
+	s->pages_used = c->resident_pages;
+	s->freeable = class_freeable(c);
+}
+
+int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *s)
+{
+	struct size_class *c;
+
+	RETURN_IF(index >= pool->nr_classes || !s, -EINVAL);
+	c = &pool->classes[index];
+	pthread_mutex_lock(&c->lock);
+	class_stats(c, s);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (unsigned i = 0; i < pool->nr_classes; i++) {
+		struct size_class *c = &pool->classes[i];
+
+		pthread_mutex_lock(&c->lock);
+		s->objects += c->objs_used;
+		s->compr_data_size += c->compr_bytes;
+		s->pages_used += c->resident_pages;
+		s->pages_compacted += c->pages_compacted;
+		s->compactions += c->compactions;
+		pthread_mutex_unlock(&c->lock);
+	}
+	s->mem_used_total = s->pages_used * ZPOOL_PAGE;
+	s->mem_used_max = atomic_load(&pool->mem_used_max);
+	s->meta_bytes = atomic_load(&pool->meta_bytes);
+}

@@ -1,0 +1,124 @@
+/*
+ * zpool.h - zpool's internals, shared by zpool.c and its unit tests.
+ *
+ * The layout of a handle table entry and of an object header, the size class and
+ * zspage structures, and the invariant check. See zpool.c for the design.
+ */
+#ifndef ZF_ZPOOL_H
+#define ZF_ZPOOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "../common/common.h"
+
+#define ZPOOL_PAGE ZF_PAGE_SIZE
+#define ZPOOL_HDR 8u /* the object header: handle and size */
+#define ZPOOL_SMALL_STEP 16u /* class step up to a page */
+#define ZPOOL_OCTAVE_CLASSES 128u /* classes per octave above a page */
+#define ZPOOL_SMALL_MAX_PAGES 16u /* longest zspage for classes up to a page */
+#define ZPOOL_MAX_ZSPAGE_PAGES 1024u
+#define ZPOOL_ARENA_BYTES ((size_t)64 << 20)
+
+/*
+ * Fullness groups, zsmalloc's: 1..10 by tenths of the slots in use (rounded up), 11 for
+ * full. An empty zspage is freed at once, so group 0 is never on a list.
+ */
+#define ZPOOL_GROUP_FULL 11
+#define ZPOOL_GROUPS 12
+
+/*
+ * A handle table entry. Free: ENTRY_FREE | next free handle of the class. Allocated:
+ * class (11 bits) | zspage id (32 bits) | slot (20 bits); never 0, as class and
+ * zspage id are stored plus one.
+ */
+#define ENTRY_FREE (1ull << 63)
+#define ENTRY_CLASS_SHIFT 52
+#define ENTRY_ZSPAGE_SHIFT 20
+#define ENTRY_SLOT_MASK ((1ull << ENTRY_ZSPAGE_SHIFT) - 1)
+
+/*
+ * An object header (the first 8 bytes of a slot, or zspage->huge_hdr for a huge class):
+ * handle (40 bits) | size << 40. Free slots hold nothing: they are tracked in the
+ * zspage's bitmap, so that their pages can be given back.
+ */
+#define HDR_SIZE_SHIFT 40
+#define HDR_HANDLE_MASK ((1ull << HDR_SIZE_SHIFT) - 1)
+
+#define HANDLE_CHUNK_SHIFT 16
+#define HANDLE_CHUNK (1u << HANDLE_CHUNK_SHIFT)
+#define HANDLE_CHUNKS (1u << 16) /* 2^32 handles at most */
+#define HANDLE_BATCH 64u
+#define ZSPAGE_CHUNK 1024u
+#define ZSPAGE_CHUNKS (1u << 16)
+
+struct zspage {
+	uint8_t *base; /* pages * ZPOOL_PAGE bytes, fixed for the struct's life */
+	struct zspage *prev, *next; /* the fullness group list, or the free list */
+	uint32_t id;
+	uint16_t pages;
+	uint16_t class_idx;
+	uint8_t group;
+	uint32_t inuse;
+	uint32_t resident; /* pages with memory behind them */
+	uint64_t huge_hdr;
+	atomic_int pins; /* > 0: readers/writers; -1: compaction is moving objects */
+	/*
+	 * One allocation of meta_cap bytes: the free-slot bitmap (1 = free, a bit per slot),
+	 * then per page the number of objects on it (uint16_t) and whether it has memory
+	 * behind it (uint8_t). A page gets memory when an object is put on it and gives it
+	 * back (MADV_DONTNEED) when compaction finds no object on it.
+	 */
+	uint64_t *free_bits;
+	uint16_t *page_refs;
+	uint8_t *page_resident;
+	size_t meta_cap;
+};
+
+struct size_class {
+	pthread_mutex_t lock;
+	uint32_t size; /* slot size */
+	uint32_t capacity; /* the largest object: size, less the header unless huge */
+	uint32_t pages; /* per zspage */
+	uint32_t objs; /* per zspage */
+	uint32_t huge;
+	uint32_t index;
+	struct zspage *groups[ZPOOL_GROUPS]; /* list heads, by fullness */
+	uint64_t free_handles; /* head of the class's free handle list */
+	/* Counters, under lock. */
+	uint64_t objs_used, compr_bytes, zspages, resident_pages, compactions, pages_compacted;
+};
+
+struct zf_pool {
+	struct size_class *classes;
+	unsigned nr_classes;
+	unsigned compact_threshold_pct;
+
+	/* Handles: chunks made on demand, never moved, so entries can be read lock-free. */
+	_Atomic(_Atomic uint64_t *) *handle_chunks;
+	atomic_uint_fast64_t next_handle;
+	pthread_mutex_t grow_lock; /* making handle chunks */
+
+	/* zspages: structs in chunks, never freed before the pool; ids index them. */
+	pthread_mutex_t arena_lock; /* everything below */
+	_Atomic(struct zspage *) *zspage_chunks;
+	uint32_t nr_zspage_structs;
+	struct zspage *free_zspages[ZPOOL_MAX_ZSPAGE_PAGES + 1]; /* by length: pages returned */
+	uint8_t *arena_cur;
+	size_t arena_left;
+	void **arenas;
+	size_t nr_arenas, arenas_cap;
+
+	atomic_uint_fast64_t pages_used, mem_used_max, meta_bytes;
+};
+
+/* The class table: built once, the same for every pool. */
+struct zpool_class_def {
+	uint32_t size, capacity, pages, objs, huge;
+};
+const struct zpool_class_def *zpool_class_defs(unsigned *count);
+
+/* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
+int zpool_check_class(zf_pool *pool, struct size_class *c);
+
+#endif /* ZF_ZPOOL_H */

@@ -1,0 +1,415 @@
+/*
+ * test_zpool.c - the allocator for compressed objects: every size class, objects that
+ * cross pages, 4 KiB / 64 KiB / 2 MiB objects, compaction (objects move, handles keep
+ * reading their own bytes, pages go back), exact stats, bad handles, and mmap/malloc
+ * failure injection (-Wl,--wrap) that must give -ENOMEM and leave the pool whole. The
+ * dev preset builds with ZF_DEBUG_FULL, which checks the class invariants after every
+ * operation; here zpool_check_class() is also called directly.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include "zfolio.h"
+#include "../../src/zpool/zpool.h"
+
+/* Failure injection: the next N calls of mmap/malloc succeed, then all fail (-1 = off). */
+static int mmap_budget = -1, malloc_budget = -1;
+
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (mmap_budget == 0)
+		return MAP_FAILED;
+	if (mmap_budget > 0)
+		mmap_budget--;
+	return __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_malloc(size_t size)
+{
+	if (malloc_budget == 0)
+		return NULL;
+	if (malloc_budget > 0)
+		malloc_budget--;
+	return __real_malloc(size);
+}
+
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size)
+{
+	if (malloc_budget == 0)
+		return NULL;
+	if (malloc_budget > 0)
+		malloc_budget--;
+	return __real_calloc(n, size);
+}
+
+/* A cookie pattern per handle (mimalloc's (items - i) ^ cookie). */
+static void fill(uint8_t *buf, size_t len, uint64_t handle)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)((len - i) ^ (handle * 0x9e3779b97f4a7c15ULL >> 56));
+}
+
+static void check_object(zf_pool *pool, uint64_t h, size_t len)
+{
+	uint8_t *want = malloc(len);
+	size_t size = 0;
+	const void *p;
+
+	assert_non_null(want);
+	fill(want, len, h);
+	p = zf_pool_read_begin(pool, h, &size);
+	assert_non_null(p);
+	assert_int_equal(size, len);
+	assert_memory_equal(p, want, len);
+	zf_pool_read_end(pool, h);
+	assert_int_equal(zf_pool_object_size(pool, h), len);
+	free(want);
+}
+
+static uint64_t put_object(zf_pool *pool, size_t len)
+{
+	uint8_t *buf = malloc(len);
+	uint64_t h = 0;
+
+	assert_non_null(buf);
+	assert_int_equal(zf_pool_alloc(pool, len, &h), 0);
+	assert_true(h != 0);
+	fill(buf, len, h);
+	assert_int_equal(zf_pool_write(pool, h, buf, len), 0);
+	free(buf);
+	return h;
+}
+
+static void check_all_classes(zf_pool *pool)
+{
+	for (unsigned i = 0; i < pool->nr_classes; i++)
+		assert_int_equal(zpool_check_class(pool, &pool->classes[i]), 0);
+}
+
+static zf_pool *new_pool(unsigned compact_pct)
+{
+	zf_pool_options o;
+	zf_pool *pool = NULL;
+
+	zf_pool_options_init(&o);
+	o.compact_threshold_pct = compact_pct;
+	assert_int_equal(zf_pool_create(&o, &pool), 0);
+	return pool;
+}
+
+/* The class table: capacities grow, every size has a class, waste stays small. */
+static void test_class_table(void **state)
+{
+	unsigned n;
+	const struct zpool_class_def *d = zpool_class_defs(&n);
+
+	(void)state;
+	assert_int_equal(n, zf_pool_class_count());
+	assert_true(n > 100);
+	for (unsigned i = 0; i < n; i++) {
+		if (i)
+			assert_true(d[i].capacity > d[i - 1].capacity);
+		assert_true(d[i].objs >= 1);
+		assert_true(d[i].pages * ZF_PAGE_SIZE >= d[i].objs * d[i].size);
+		assert_int_equal(d[i].huge, d[i].objs == 1);
+	}
+	assert_int_equal(d[n - 1].capacity, ZF_UNIT_MAX);
+	/* A raw 4 KiB page and a raw 64 KiB unit fit a huge class exactly. */
+	for (unsigned i = 0; i < n; i++) {
+		if (d[i].capacity == 4096 || d[i].capacity == 65536)
+			assert_true(d[i].huge && d[i].size == d[i].capacity &&
+				    d[i].pages * ZF_PAGE_SIZE == d[i].size);
+	}
+}
+
+/* Every class: objects of its largest size and one byte over the previous class. */
+static void test_every_class(void **state)
+{
+	zf_pool *pool = new_pool(0);
+	unsigned n = zf_pool_class_count();
+	uint64_t *h = calloc(2 * n, sizeof(*h));
+	size_t *len = calloc(2 * n, sizeof(*len));
+	zf_pool_stats st;
+	uint64_t bytes = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < n; i++) {
+		zf_pool_class_stats cs;
+
+		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
+		len[2 * i] = cs.max_object;
+		len[2 * i + 1] = i ? pool->classes[i - 1].capacity + 1 : 1;
+	}
+	for (unsigned i = 0; i < 2 * n; i++) {
+		h[i] = put_object(pool, len[i]);
+		bytes += len[i];
+	}
+	check_all_classes(pool);
+	zf_pool_get_stats(pool, &st);
+	assert_int_equal(st.objects, 2 * n);
+	assert_int_equal(st.compr_data_size, bytes);
+	assert_int_equal(st.mem_used_total, st.pages_used * ZF_PAGE_SIZE);
+	assert_true(st.mem_used_total >= bytes);
+	for (unsigned i = 0; i < 2 * n; i++)
+		check_object(pool, h[i], len[i]);
+	/* Each object went to the smallest class that holds it. */
+	for (unsigned i = 0; i < n; i++) {
+		zf_pool_class_stats cs;
+
+		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
+		assert_int_equal(cs.objs_used, 2);
+	}
+	for (unsigned i = 0; i < 2 * n; i++)
+		zf_pool_free(pool, h[i]);
+	zf_pool_get_stats(pool, &st);
+	assert_int_equal(st.objects, 0);
+	assert_int_equal(st.compr_data_size, 0);
+	assert_int_equal(st.pages_used, 0);
+	assert_true(st.mem_used_max > 0);
+	check_all_classes(pool);
+	free(h);
+	free(len);
+	zf_pool_destroy(pool);
+}
+
+/* Objects that cross page boundaries, in a class of several pages per zspage. */
+static void test_straddle(void **state)
+{
+	zf_pool *pool = new_pool(0);
+	uint64_t h[64];
+	int crossed = 0;
+
+	(void)state;
+	for (int i = 0; i < 64; i++) {
+		const uint8_t *p;
+
+		h[i] = put_object(pool, 1500);
+		p = zf_pool_read_begin(pool, h[i], NULL);
+		if ((uintptr_t)p / ZF_PAGE_SIZE != ((uintptr_t)p + 1499) / ZF_PAGE_SIZE)
+			crossed++;
+		zf_pool_read_end(pool, h[i]);
+	}
+	assert_true(crossed > 0);
+	for (int i = 0; i < 64; i++)
+		check_object(pool, h[i], 1500);
+	zf_pool_destroy(pool);
+}
+
+static void test_large_objects(void **state)
+{
+	const size_t sizes[] = { 4096,	4095,	 4097,		65536,	65535,
+				 40000, 2 << 20, (2 << 20) - 1, 1 << 20 };
+	zf_pool *pool = new_pool(0);
+	uint64_t h[9];
+
+	(void)state;
+	for (int i = 0; i < 9; i++)
+		h[i] = put_object(pool, sizes[i]);
+	check_all_classes(pool);
+	for (int i = 0; i < 9; i++)
+		check_object(pool, h[i], sizes[i]);
+	assert_int_equal(zf_pool_alloc(pool, (2 << 20) + 1, &h[0]), -EINVAL);
+	assert_int_equal(zf_pool_alloc(pool, 0, &h[0]), -EINVAL);
+	zf_pool_destroy(pool);
+}
+
+/* Compaction moves objects; every handle still reads its own bytes; pages go back. */
+static void test_compaction(void **state)
+{
+	enum { N = 6000 };
+	zf_pool *pool = new_pool(0);
+	uint64_t *h = calloc(N, sizeof(*h));
+	size_t *len = calloc(N, sizeof(*len));
+	uint64_t *where = calloc(N, sizeof(*where));
+	zf_pool_stats before, after;
+	uint64_t s = 12345;
+	size_t given_back;
+	int moved = 0;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+		len[i] = 100 + (s >> 33) % 3000;
+		h[i] = put_object(pool, len[i]);
+	}
+	for (int i = 0; i < N; i += 3) {
+		zf_pool_free(pool, h[i]);
+		zf_pool_free(pool, h[i]); /* a second free is ignored */
+		h[i] = 0;
+	}
+	for (int i = 0; i < N; i++) {
+		if (h[i]) {
+			where[i] = (uintptr_t)zf_pool_read_begin(pool, h[i], NULL);
+			zf_pool_read_end(pool, h[i]);
+		}
+	}
+	zf_pool_get_stats(pool, &before);
+	given_back = zf_pool_compact(pool);
+	zf_pool_get_stats(pool, &after);
+	check_all_classes(pool);
+	assert_true(given_back > 0);
+	assert_int_equal(after.pages_used, before.pages_used - given_back);
+	assert_int_equal(after.pages_compacted, before.pages_compacted + given_back);
+	assert_int_equal(after.objects, before.objects);
+	assert_int_equal(after.compr_data_size, before.compr_data_size);
+	/* Packed: within a few percent of the live bytes (pages, headers, class rounding). */
+	assert_true((double)after.mem_used_total < 1.10 * (double)after.compr_data_size);
+	for (int i = 0; i < N; i++) {
+		if (!h[i])
+			continue;
+		check_object(pool, h[i], len[i]);
+		if ((uintptr_t)zf_pool_read_begin(pool, h[i], NULL) != where[i])
+			moved++;
+		zf_pool_read_end(pool, h[i]);
+	}
+	assert_true(moved > 0);
+	/* A compacted pool takes new objects and reuses freed handles. */
+	for (int i = 0; i < N; i += 3) {
+		len[i] = 2000;
+		h[i] = put_object(pool, len[i]);
+	}
+	for (int i = 0; i < N; i++)
+		check_object(pool, h[i], len[i]);
+	check_all_classes(pool);
+	free(h);
+	free(len);
+	free(where);
+	zf_pool_destroy(pool);
+}
+
+/* A pinned zspage is not moved: its objects stay where the reader sees them. */
+static void test_pinned_not_moved(void **state)
+{
+	zf_pool *pool = new_pool(0);
+	uint64_t h[200];
+	const void *p;
+
+	(void)state;
+	for (int i = 0; i < 200; i++)
+		h[i] = put_object(pool, 1000);
+	for (int i = 0; i < 199; i++)
+		zf_pool_free(pool, h[i]);
+	p = zf_pool_read_begin(pool, h[199], NULL);
+	zf_pool_compact(pool);
+	assert_ptr_equal(zf_pool_read_begin(pool, h[199], NULL), p);
+	zf_pool_read_end(pool, h[199]);
+	zf_pool_read_end(pool, h[199]);
+	check_object(pool, h[199], 1000);
+	zf_pool_destroy(pool);
+}
+
+/* Automatic compaction runs from free() once a class's free slots pass the threshold. */
+static void test_auto_compaction(void **state)
+{
+	zf_pool *pool = new_pool(25);
+	uint64_t h[3000];
+	zf_pool_stats st;
+
+	(void)state;
+	for (int i = 0; i < 3000; i++)
+		h[i] = put_object(pool, 700);
+	for (int i = 0; i < 3000; i += 2)
+		zf_pool_free(pool, h[i]);
+	zf_pool_get_stats(pool, &st);
+	assert_true(st.compactions > 0);
+	assert_true(st.pages_compacted > 0);
+	for (int i = 1; i < 3000; i += 2)
+		check_object(pool, h[i], 700);
+	zf_pool_destroy(pool);
+}
+
+static void test_bad_handles(void **state)
+{
+	zf_pool *pool = new_pool(0);
+	uint8_t buf[16] = { 0 };
+	uint64_t h = put_object(pool, 16);
+
+	(void)state;
+	assert_null(zf_pool_read_begin(pool, 0, NULL));
+	assert_null(zf_pool_read_begin(pool, h + 1, NULL));
+	assert_null(zf_pool_read_begin(pool, ~0ull, NULL));
+	assert_int_equal(zf_pool_write(pool, h, buf, 17), -EINVAL);
+	assert_int_equal(zf_pool_write(pool, 0, buf, 1), -EINVAL);
+	assert_int_equal(zf_pool_object_size(pool, 987654321), 0);
+	zf_pool_free(pool, 0);
+	zf_pool_free(pool, ~0ull);
+	zf_pool_free(pool, h + 5);
+	zf_pool_read_end(pool, 0);
+	check_object(pool, h, 16);
+	zf_pool_free(pool, h);
+	assert_null(zf_pool_read_begin(pool, h, NULL));
+	check_all_classes(pool);
+	zf_pool_destroy(pool);
+	zf_pool_destroy(NULL);
+}
+
+/* Every allocation failure gives -ENOMEM and leaves the pool whole and usable. */
+static void test_failure_injection(void **state)
+{
+	zf_pool *pool = NULL;
+	zf_pool_stats st;
+	uint64_t h;
+	int failures = 0;
+
+	(void)state;
+	malloc_budget = 0;
+	assert_int_equal(zf_pool_create(NULL, &pool), -ENOMEM);
+	malloc_budget = -1;
+	pool = new_pool(0);
+	for (int budget = 0; budget < 6; budget++) {
+		for (int kind = 0; kind < 2; kind++) {
+			/* A size no earlier round used: its class needs a new zspage. */
+			const size_t size = kind ? (64 << 10) + (size_t)budget * 4096
+						 : 100 + 97 * (size_t)budget;
+			int ret;
+
+			/* Fresh classes need a zspage (mmap for a new arena, malloc for meta). */
+			if (kind)
+				mmap_budget = budget;
+			else
+				malloc_budget = budget;
+			ret = zf_pool_alloc(pool, size, &h);
+			mmap_budget = malloc_budget = -1;
+			assert_true(ret == 0 || ret == -ENOMEM);
+			if (ret == -ENOMEM)
+				failures++;
+			else
+				zf_pool_free(pool, h);
+			check_all_classes(pool);
+		}
+	}
+	assert_true(failures > 0);
+	zf_pool_get_stats(pool, &st);
+	assert_int_equal(st.objects, 0);
+	/* Still usable. */
+	h = put_object(pool, 3000);
+	check_object(pool, h, 3000);
+	zf_pool_destroy(pool);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_class_table),	  cmocka_unit_test(test_every_class),
+		cmocka_unit_test(test_straddle),	  cmocka_unit_test(test_large_objects),
+		cmocka_unit_test(test_compaction),	  cmocka_unit_test(test_pinned_not_moved),
+		cmocka_unit_test(test_auto_compaction),	  cmocka_unit_test(test_bad_handles),
+		cmocka_unit_test(test_failure_injection),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
