@@ -201,7 +201,7 @@ static int refill_handles(zf_pool *pool, struct size_class *c)
 			}
 		}
 		pthread_mutex_unlock(&pool->grow_lock);
-		/* The batch is lost on failure: 64 numbers of 2^32, and the pool is intact. */
+		/* The batch is lost on failure: 64 numbers of 2^28, and the pool is intact. */
 		TRY(ret);
 	}
 	for (uint64_t h = end; h-- > first;) {

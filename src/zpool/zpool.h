@@ -47,10 +47,10 @@
 
 #define HANDLE_CHUNK_SHIFT 16
 #define HANDLE_CHUNK (1u << HANDLE_CHUNK_SHIFT)
-#define HANDLE_CHUNKS (1u << 16) /* 2^32 handles at most */
+#define HANDLE_CHUNKS (1u << 12) /* 2^28 handles at most */
 #define HANDLE_BATCH 64u
 #define ZSPAGE_CHUNK 1024u
-#define ZSPAGE_CHUNKS (1u << 16)
+#define ZSPAGE_CHUNKS (1u << 12) /* 2^22 zspages at most */
 
 struct zspage {
 	uint8_t *base; /* pages * ZPOOL_PAGE bytes, fixed for the struct's life */

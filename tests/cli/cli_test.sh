@@ -1,7 +1,7 @@
 #!/bin/sh
 # Description: the zfolio command end to end: bench codec's outputs (table, JSON with the
-# documented fields, CSV), its defaults, odd unit sizes and images, and the exit codes
-# and messages for bad input. usage: cli_test.sh ZFOLIO_BINARY
+# documented fields, CSV), its defaults, odd unit sizes and images, bench zpool's phases
+# and fields, and the exit codes and messages for bad input. usage: cli_test.sh ZFOLIO_BINARY
 set -u
 zf=$1
 tmp=$(mktemp -d)
@@ -55,6 +55,57 @@ head -c 4096 /dev/zero >>"$tmp/img.bin"
 expect 0 '"same_filled_pages":1,' -- "$zf" bench codec --image "$tmp/img.bin" --json --codec lz4 --unit 4k --repeat 1
 grep -q '"incompressible_pct":66.6' "$tmp/out" && ok || bad "2 random pages of 3 are incompressible"
 expect 0 '"units":1,' -- "$zf" bench codec --image "$tmp/img.bin" --json --codec lz4 --unit 64k --repeat 1
+
+# bench zpool on an image of its own: 16 text pages, 2 random pages (kept raw), 1 zero page.
+yes 'zfolio bench zpool: a compressible line' | head -c 65536 >"$tmp/zp.bin"
+head -c 8192 /dev/urandom >>"$tmp/zp.bin"
+head -c 4096 /dev/zero >>"$tmp/zp.bin"
+zpool_json() {
+	"$zf" bench zpool --image "$tmp/zp.bin" --unit 4k,64k --seed 7 --json
+}
+expect 0 '"bench":"zpool"' -- zpool_json
+[ "$(wc -l <"$tmp/out")" -eq 6 ] && ok || bad "zpool json: expected 6 lines (2 units x 3 phases)"
+for phase in fill free compact; do
+	[ "$(grep -c "\"phase\":\"$phase\"" "$tmp/out")" -eq 2 ] && ok ||
+		bad "zpool json: phase $phase"
+done
+for field in bench image codec unit seed phase objects compr_data_size mem_used_total overhead \
+	pages_compacted meta_bytes alloc_ops_per_s free_ops_per_s malloc_resident_bytes \
+	mimalloc_resident_bytes; do
+	[ "$(grep -c "\"$field\":" "$tmp/out")" -eq 6 ] && ok ||
+		bad "zpool json: field $field missing"
+done
+grep -q '"unit":4096,.*"phase":"fill","objects":18,.*"raw_units":2,' "$tmp/out" && ok ||
+	bad "zpool: 4k: 18 objects (one unit of 19 same-filled), 2 of them raw"
+grep -q '"unit":4096,.*"phase":"compact","objects":9,' "$tmp/out" && ok ||
+	bad "zpool: 4k: 9 objects left after freeing half"
+grep -q '"unit":65536,.*"phase":"free","objects":1,' "$tmp/out" && ok ||
+	bad "zpool: 64k: 1 object left of 2"
+grep -q '"malloc_resident_bytes":null' "$tmp/out" && bad "zpool: no result from glibc malloc" || ok
+if command -v python3 >/dev/null 2>&1; then
+	python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/out" && ok ||
+		bad "zpool json: not valid JSON"
+fi
+# The same seed frees the same objects.
+grep -o '"compr_data_size":[0-9]*' "$tmp/out" >"$tmp/sizes1"
+zpool_json >"$tmp/out" 2>&1
+grep -o '"compr_data_size":[0-9]*' "$tmp/out" | cmp -s - "$tmp/sizes1" && ok ||
+	bad "zpool: --seed 7 twice freed different objects"
+# The table on the defaults (the sample, lz4, 4k): a row per phase, the round trip checked.
+expect 0 'zpool/malloc' -- "$zf" bench zpool
+[ "$(grep -Ec '^(fill|free|compact) +[0-9]+ ' "$tmp/out")" -eq 3 ] && ok ||
+	bad "zpool table: expected 3 rows"
+grep -q 'read back OK' "$tmp/out" && ok || bad "zpool table: no read-back line"
+grep -Eq 'seed [0-9]+' "$tmp/out" && ok || bad "zpool table: the seed is not printed"
+expect 2 'power of two' -- "$zf" bench zpool --unit 12k
+expect 2 'unknown codec' -- "$zf" bench zpool --codec brotli
+expect 2 'one codec' -- "$zf" bench zpool --codec lz4,zstd
+expect 2 'seed' -- "$zf" bench zpool --seed -1
+expect 2 'unexpected argument' -- "$zf" bench zpool extra
+expect 2 'No such file' -- "$zf" bench zpool --image "$tmp/missing.bin"
+expect 2 'usage: zfolio bench zpool' -- "$zf" bench zpool --nope
+expect 0 'usage: zfolio bench zpool' -- "$zf" bench zpool --help
+expect 0 'zpool' -- "$zf" bench --help
 
 # Bad input: a clear message and exit code 2, never a crash.
 expect 2 'unknown codec' -- "$zf" bench codec --codec brotli

@@ -464,6 +464,7 @@ static const char bench_usage[] = "usage: zfolio bench <benchmark> [options]\n"
 				  "\n"
 				  "benchmarks:\n"
 				  "  codec   codec x unit-size matrix on memory images\n"
+				  "  zpool   zf_pool memory against glibc malloc and mimalloc\n"
 				  "\n"
 				  "Run 'zfolio bench <benchmark> --help' for its options.\n";
 
@@ -479,6 +480,8 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "codec"))
 		return bench_codec(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "zpool"))
+		return bench_zpool(argc - 1, argv + 1);
 	fprintf(stderr, "zfolio: unknown benchmark '%s'\n\n%s", argv[1], bench_usage);
 	return EXIT_USAGE;
 }

@@ -56,5 +56,7 @@ zf_image *cli_open_image(const char *path);
 /* The subcommands. Each takes its own argv (argv[0] is the subcommand name). */
 int cmd_bench(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
+/* The benchmarks under "zfolio bench" (cmd_bench dispatches to them). */
+int bench_zpool(int argc, char **argv);
 
 #endif /* ZF_CLI_H */
