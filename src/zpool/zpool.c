@@ -176,6 +176,15 @@ static uint32_t entry_slot(uint64_t e)
 	return (uint32_t)(e & ENTRY_SLOT_MASK);
 }
 
+/*
+ * The two chunk pointer tables are calloc'd whole (a few hundred KiB, zero pages until
+ * written); meta_bytes counts a page of one when its first pointer is set.
+ */
+static size_t table_page_cost(size_t chunk_index)
+{
+	return chunk_index * sizeof(void *) % ZPOOL_PAGE == 0 ? ZPOOL_PAGE : 0;
+}
+
 /* Gives class c a batch of fresh handles. Caller holds c->lock. */
 static int refill_handles(zf_pool *pool, struct size_class *c)
 {
@@ -195,7 +204,8 @@ static int refill_handles(zf_pool *pool, struct size_class *c)
 			if (chunk) {
 				atomic_store_explicit(&pool->handle_chunks[idx], chunk,
 						      memory_order_release);
-				atomic_fetch_add(&pool->meta_bytes, HANDLE_CHUNK * sizeof(*chunk));
+				atomic_fetch_add(&pool->meta_bytes, HANDLE_CHUNK * sizeof(*chunk) +
+									    table_page_cost(idx));
 			} else {
 				ret = -ENOMEM;
 			}
@@ -278,7 +288,8 @@ static struct zspage *zspage_struct_new(zf_pool *pool)
 			return NULL;
 		for (uint32_t i = 0; i < ZSPAGE_CHUNK; i++)
 			chunk[i].id = id + i;
-		atomic_fetch_add(&pool->meta_bytes, ZSPAGE_CHUNK * sizeof(*chunk));
+		atomic_fetch_add(&pool->meta_bytes, ZSPAGE_CHUNK * sizeof(*chunk) +
+							    table_page_cost(id / ZSPAGE_CHUNK));
 		atomic_store_explicit(&pool->zspage_chunks[id / ZSPAGE_CHUNK], chunk,
 				      memory_order_release);
 	}
@@ -875,9 +886,7 @@ int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
 		c->huge = defs[i].huge;
 		c->index = i;
 	}
-	atomic_init(&pool->meta_bytes, sizeof(*pool) + n * sizeof(*pool->classes) +
-					       HANDLE_CHUNKS * sizeof(*pool->handle_chunks) +
-					       ZSPAGE_CHUNKS * sizeof(*pool->zspage_chunks));
+	atomic_init(&pool->meta_bytes, sizeof(*pool) + n * sizeof(*pool->classes));
 	*poolp = pool;
 	return 0;
 }

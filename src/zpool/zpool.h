@@ -45,12 +45,16 @@
 #define HDR_SIZE_SHIFT 40
 #define HDR_HANDLE_MASK ((1ull << HDR_SIZE_SHIFT) - 1)
 
-#define HANDLE_CHUNK_SHIFT 16
+/*
+ * Handle and zspage tables grow in chunks, so that a small pool has a small table: at
+ * most 2^28 handles (a TiB of 4 KiB units) and 2^22 zspages.
+ */
+#define HANDLE_CHUNK_SHIFT 14
 #define HANDLE_CHUNK (1u << HANDLE_CHUNK_SHIFT)
-#define HANDLE_CHUNKS (1u << 12) /* 2^28 handles at most */
+#define HANDLE_CHUNKS (1u << 14)
 #define HANDLE_BATCH 64u
-#define ZSPAGE_CHUNK 1024u
-#define ZSPAGE_CHUNKS (1u << 12) /* 2^22 zspages at most */
+#define ZSPAGE_CHUNK 256u
+#define ZSPAGE_CHUNKS (1u << 14)
 
 struct zspage {
 	uint8_t *base; /* pages * ZPOOL_PAGE bytes, fixed for the struct's life */
