@@ -275,7 +275,7 @@ ZF_API size_t zf_pool_compact(zf_pool *pool);
 typedef struct zf_pool_stats {
 	uint64_t objects; /* live objects */
 	uint64_t compr_data_size; /* sum of their sizes, in bytes */
-	uint64_t pages_used; /* pages of all zspages */
+	uint64_t pages_used; /* pages with memory behind them, in all zspages */
 	uint64_t mem_used_total; /* pages_used * 4 KiB */
 	uint64_t mem_used_max; /* highest mem_used_total so far */
 	uint64_t pages_compacted; /* pages given back by compaction (explicit and automatic) */
@@ -295,8 +295,13 @@ typedef struct zf_pool_class_stats {
 	uint32_t huge; /* one object per zspage, no header */
 	uint64_t objs_allocated; /* slots in this class's zspages */
 	uint64_t objs_used; /* of which live */
-	uint64_t pages_used; /* pages of this class's zspages */
-	uint64_t freeable; /* pages compaction could give back now */
+	uint64_t pages_used; /* pages with memory behind them, in its zspages */
+	/*
+	 * The free slots, counted in whole zspages' pages (zsmalloc's zs_can_compact):
+	 * compaction can at least empty that many; it may give back more, since it also
+	 * returns the pages of partly used zspages that hold no object.
+	 */
+	uint64_t freeable;
 } zf_pool_class_stats;
 
 /* The number of size classes (after merging); the same for every pool. */

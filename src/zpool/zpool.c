@@ -700,11 +700,24 @@ static uint64_t class_freeable(const struct size_class *c)
 static struct zspage *take_source(struct size_class *c)
 {
 	for (int g = 1; g < ZPOOL_GROUP_FULL; g++) {
+		struct zspage *best = NULL;
+
+		/* A group spans a tenth of the slots: find its emptiest, not its first. */
 		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+			if ((!best || zs->inuse < best->inuse) && atomic_load(&zs->pins) == 0)
+				best = zs;
+		}
+		if (best) {
 			int idle = 0;
 
-			if (atomic_compare_exchange_strong(&zs->pins, &idle, -1))
-				return zs;
+			if (atomic_compare_exchange_strong(&best->pins, &idle, -1))
+				return best;
+			/* Pinned since: take the first idle one of the group instead. */
+			for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+				idle = 0;
+				if (atomic_compare_exchange_strong(&zs->pins, &idle, -1))
+					return zs;
+			}
 		}
 	}
 	return NULL;
@@ -1097,6 +1110,10 @@ void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
 		pthread_mutex_unlock(&c->lock);
 	}
 	s->mem_used_total = s->pages_used * ZPOOL_PAGE;
-	s->mem_used_max = atomic_load(&pool->mem_used_max);
+	/*
+	 * The classes are summed one after another, so with other threads allocating the
+	 * sum can pass the pool-wide maximum read before it: the snapshot keeps max >= total.
+	 */
+	s->mem_used_max = ZF_MAX((uint64_t)atomic_load(&pool->mem_used_max), s->mem_used_total);
 	s->meta_bytes = atomic_load(&pool->meta_bytes);
 }
