@@ -1112,8 +1112,10 @@ void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
 	s->mem_used_total = s->pages_used * ZPOOL_PAGE;
 	/*
 	 * The classes are summed one after another, so with other threads allocating the
-	 * sum can pass the pool-wide maximum read before it: the snapshot keeps max >= total.
+	 * sum can pass the pool-wide maximum: raise the maximum to it, which keeps
+	 * max >= total in every snapshot and max never falling between snapshots.
 	 */
-	s->mem_used_max = ZF_MAX((uint64_t)atomic_load(&pool->mem_used_max), s->mem_used_total);
+	update_max(&pool->mem_used_max, s->mem_used_total);
+	s->mem_used_max = atomic_load(&pool->mem_used_max);
 	s->meta_bytes = atomic_load(&pool->meta_bytes);
 }
