@@ -80,15 +80,6 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void *map_buffer(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		cli_die(1, "cannot allocate %zu MiB of buffers", len >> 20);
-	return p;
-}
-
 /* The per-unit layout of one image at one unit size, shared by all codecs. */
 struct unit_plan {
 	uint64_t unit, n_units, same_filled_pages;
@@ -350,7 +341,7 @@ static int bench_codec(int argc, char **argv)
 	};
 	char default_codecs[] = "lz4,zstd:1,deflate:1,lzo", default_units[] = "4k,64k";
 	char *codec_arg = default_codecs, *unit_arg = default_units;
-	char *codec_names[MAX_LIST], *unit_names[MAX_LIST];
+	char *codec_names[MAX_LIST];
 	const zf_codec *codecs[MAX_LIST];
 	const char *images[MAX_LIST];
 	uint64_t units[MAX_LIST], repeat = 5;
@@ -398,28 +389,9 @@ static int bench_codec(int argc, char **argv)
 	if (n_codecs < 0)
 		cli_die(EXIT_USAGE, "--codec: expected a comma-separated list of at most %d codecs",
 			MAX_LIST);
-	for (int i = 0; i < n_codecs; i++) {
-		const int ret = zf_codec_find(codec_names[i], &codecs[i]);
-
-		if (ret < 0)
-			cli_die(EXIT_USAGE, "--codec %s: %s (this build has: %s)", codec_names[i],
-				ret == -ENOENT	  ? "unknown codec"
-				: ret == -ENOTSUP ? "not built in"
-						  : "bad level",
-				zf_codec_algorithms());
-	}
-	n_units = cli_split_list(unit_arg, unit_names, MAX_LIST);
-	if (n_units < 0)
-		cli_die(EXIT_USAGE, "--unit: expected a comma-separated list of sizes");
-	for (int i = 0; i < n_units; i++) {
-		uint64_t u;
-
-		if (cli_parse_size(unit_names[i], &u) < 0 || u < ZF_PAGE_SIZE || u > ZF_UNIT_MAX ||
-		    (u & (u - 1)))
-			cli_die(EXIT_USAGE, "--unit %s: expected a power of two from 4k to 2m",
-				unit_names[i]);
-		units[i] = u;
-	}
+	for (int i = 0; i < n_codecs; i++)
+		codecs[i] = cli_find_codec(codec_names[i]);
+	n_units = cli_parse_units(unit_arg, units, MAX_LIST);
 	if (n_images == 0)
 		images[n_images++] = "sample";
 
@@ -428,7 +400,7 @@ static int bench_codec(int argc, char **argv)
 	for (int ii = 0; ii < n_images; ii++) {
 		zf_image *img = cli_open_image(images[ii]);
 		const size_t size = zf_image_size(img);
-		uint8_t *slots = map_buffer(size), *out = map_buffer(size);
+		uint8_t *slots = cli_map_buffer(size), *out = cli_map_buffer(size);
 
 		if (fmt == OUT_TABLE)
 			print_table_header(img);

@@ -160,16 +160,6 @@ static double safe_div(double a, double b)
 	return b > 0 ? a / b : NAN;
 }
 
-static void *map_buffer(size_t len)
-{
-	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
-
-	if (p == MAP_FAILED)
-		cli_die(1, "cannot allocate %zu MiB of buffers", len >> 20);
-	return p;
-}
-
 /* -------------------------------------------------------------------------------- */
 /* Resident memory                                                                  */
 /* -------------------------------------------------------------------------------- */
@@ -271,7 +261,7 @@ static void stage_units(const zf_image *img, zf_codec_ctx *ctx, uint64_t unit, u
 	if (s->n_units > UINT32_MAX)
 		cli_die(EXIT_USAGE, "%s: too many units", s->image);
 	s->slots_len = s->n_units * unit;
-	s->slots = map_buffer(s->slots_len);
+	s->slots = cli_map_buffer(s->slots_len);
 	s->len = calloc(s->n_units, sizeof(*s->len));
 	s->objects = calloc(s->n_units, sizeof(*s->objects));
 	s->free_order = calloc(s->n_units, sizeof(*s->free_order));
@@ -392,7 +382,7 @@ static void heap_child(int fd, enum heap_kind kind, const struct staging *s)
 		goto out;
 	}
 	/* Outside both heaps, and resident before the baseline, like the pool's handles. */
-	ptrs = map_buffer(s->n_units * sizeof(*ptrs));
+	ptrs = cli_map_buffer(s->n_units * sizeof(*ptrs));
 	memset(ptrs, 0, s->n_units * sizeof(*ptrs));
 	malloc_trim(0);
 	base = rss_now();
@@ -520,7 +510,7 @@ static void check_stats(const struct staging *s, const zf_pool_stats *st, uint64
 
 static void run_zpool(const struct staging *s, struct zpool_result *r)
 {
-	uint64_t *handles = map_buffer(s->n_units * sizeof(*handles));
+	uint64_t *handles = cli_map_buffer(s->n_units * sizeof(*handles));
 	uint64_t live_bytes = s->data_bytes;
 	struct rss base;
 	zf_pool *pool;
@@ -800,7 +790,7 @@ int bench_zpool(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	char default_units[] = "4k";
-	char *unit_arg = default_units, *unit_names[MAX_LIST];
+	char *unit_arg = default_units;
 	const char *codec_arg = "lz4", *images[MAX_LIST];
 	const zf_codec *codec;
 	uint64_t units[MAX_LIST], seed = 0;
@@ -844,25 +834,8 @@ int bench_zpool(int argc, char **argv)
 
 	if (strchr(codec_arg, ','))
 		cli_die(EXIT_USAGE, "--codec %s: one codec at a time", codec_arg);
-	ret = zf_codec_find(codec_arg, &codec);
-	if (ret < 0)
-		cli_die(EXIT_USAGE, "--codec %s: %s (this build has: %s)", codec_arg,
-			ret == -ENOENT	  ? "unknown codec"
-			: ret == -ENOTSUP ? "not built in"
-					  : "bad level",
-			zf_codec_algorithms());
-	n_units = cli_split_list(unit_arg, unit_names, MAX_LIST);
-	if (n_units < 0)
-		cli_die(EXIT_USAGE, "--unit: expected a comma-separated list of sizes");
-	for (int i = 0; i < n_units; i++) {
-		uint64_t u;
-
-		if (cli_parse_size(unit_names[i], &u) < 0 || u < ZF_PAGE_SIZE || u > ZF_UNIT_MAX ||
-		    (u & (u - 1)))
-			cli_die(EXIT_USAGE, "--unit %s: expected a power of two from 4k to 2m",
-				unit_names[i]);
-		units[i] = u;
-	}
+	codec = cli_find_codec(codec_arg);
+	n_units = cli_parse_units(unit_arg, units, MAX_LIST);
 	if (n_images == 0)
 		images[n_images++] = "sample";
 	if (!have_seed) {

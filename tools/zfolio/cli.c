@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -109,6 +110,50 @@ int cli_split_list(char *s, char **items, int max)
 			return n + 1;
 		tok = comma + 1;
 	}
+}
+
+void *cli_map_buffer(size_t len)
+{
+	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
+
+	if (p == MAP_FAILED)
+		cli_die(1, "cannot allocate %zu MiB of buffers", len >> 20);
+	return p;
+}
+
+const zf_codec *cli_find_codec(const char *name)
+{
+	const zf_codec *codec = NULL;
+	const int ret = zf_codec_find(name, &codec);
+
+	if (ret < 0)
+		cli_die(EXIT_USAGE, "--codec %s: %s (this build has: %s)", name,
+			ret == -ENOENT	  ? "unknown codec"
+			: ret == -ENOTSUP ? "not built in"
+					  : "bad level",
+			zf_codec_algorithms());
+	return codec;
+}
+
+int cli_parse_units(char *arg, uint64_t *units, int max)
+{
+	char *names[64];
+	const int n = cli_split_list(arg, names, max < 64 ? max : 64);
+
+	if (n < 0)
+		cli_die(EXIT_USAGE, "--unit: expected a comma-separated list of at most %d sizes",
+			max);
+	for (int i = 0; i < n; i++) {
+		uint64_t u;
+
+		if (cli_parse_size(names[i], &u) < 0 || u < ZF_PAGE_SIZE || u > ZF_UNIT_MAX ||
+		    (u & (u - 1)))
+			cli_die(EXIT_USAGE, "--unit %s: expected a power of two from 4k to 2m",
+				names[i]);
+		units[i] = u;
+	}
+	return n;
 }
 
 void cli_json_string(FILE *f, const char *s)

@@ -35,6 +35,19 @@ const char *cli_format_unit(uint64_t bytes, char *buf, size_t len);
  */
 int cli_split_list(char *s, char **items, int max);
 
+/* An anonymous mapping of len bytes (at least one page); exits with a message on failure. */
+void *cli_map_buffer(size_t len);
+
+/* The codec named name; exits with a message (exit code 2) naming the choices if none. */
+const zf_codec *cli_find_codec(const char *name);
+
+/*
+ * Parses a comma-separated list of unit sizes (arg is modified), each a power of two
+ * from 4k to 2m, into units (at most max). Returns the count; exits with code 2 on bad
+ * input.
+ */
+int cli_parse_units(char *arg, uint64_t *units, int max);
+
 /* Writes s as a JSON string literal (with quotes) to f. */
 void cli_json_string(FILE *f, const char *s);
 
