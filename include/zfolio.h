@@ -224,9 +224,10 @@ typedef struct zf_pool zf_pool;
 typedef struct zf_pool_options {
 	size_t struct_size; /* sizeof(zf_pool_options), set by zf_pool_options_init() */
 	/*
-	 * Compact a class automatically, from the thread that frees, when the pages its
-	 * free slots add up to pass this percentage of its pages (and at least four of its
-	 * zspages). 0 turns automatic compaction off. Default 25.
+	 * Compact a class automatically, from the thread that frees, when the pages
+	 * compaction would give back (its pages in memory less the pages its objects
+	 * fill when packed) pass this percentage of its pages in memory, and 16 pages. 0
+	 * turns automatic compaction off. Default 25.
 	 */
 	unsigned compact_threshold_pct;
 } zf_pool_options;
@@ -269,6 +270,12 @@ ZF_API size_t zf_pool_object_size(zf_pool *pool, uint64_t handle);
 /*
  * Compacts every class now. Returns the number of pages given back. Objects being read
  * (between read_begin and read_end) stay where they are.
+ *
+ * An object is allocated in the smallest class that takes it. After packing each class,
+ * compaction also "spills": it moves the objects on a class's last, partly used page
+ * into free slots of slightly larger classes that are on pages already in memory, when
+ * that lets the page go (a few hundred classes in use hold half a page each otherwise).
+ * So after a compaction an object may count in a larger class than its own.
  */
 ZF_API size_t zf_pool_compact(zf_pool *pool);
 

@@ -20,7 +20,7 @@
  *
  * Handles. A handle indexes a table of 64-bit entries (class, zspage id, slot), kept in
  * chunks that never move, so a reader finds an object without a lock. Each class keeps
- * its own list of free handles and takes new ones 64 at a time from a global counter,
+ * its own list of free handles and takes new ones 16 at a time from a global counter,
  * so alloc and free take no global lock.
  *
  * Locking. A class lock covers its lists, its zspages' slots and the table entries of
@@ -34,7 +34,12 @@
  * Compaction (zsmalloc's __zs_compact): within a class, move objects from the emptiest
  * zspage into the fullest partly used one until the class cannot free a zspage more;
  * emptied zspages are freed. It runs when asked (zf_pool_compact) and from free(), when
- * a class's free slots add up to more than compact_threshold_pct of its pages.
+ * the pages it would give back pass compact_threshold_pct of the class's pages. An explicit
+ * compaction then spills each class's last partly used page into the next classes (see
+ * "Spilling" below), so an object's class can change, under both class locks.
+ *
+ * Class structs are made on first use: a pool of 4 KiB units touches a few hundred of the
+ * 1181 classes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -119,20 +124,53 @@ unsigned zf_pool_class_count(void)
 	return n;
 }
 
-/* The smallest class whose capacity holds size. */
-static struct size_class *class_for(zf_pool *pool, size_t size)
+/* The index of the smallest class whose capacity holds size. */
+static unsigned class_for(zf_pool *pool, size_t size)
 {
 	unsigned lo = 0, hi = pool->nr_classes - 1;
 
 	while (lo < hi) {
 		const unsigned mid = (lo + hi) / 2;
 
-		if (pool->classes[mid].capacity >= size)
+		if (pool->defs[mid].capacity >= size)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
-	return &pool->classes[lo];
+	return lo;
+}
+
+/* Class i, or NULL when the pool has never used it. */
+static struct size_class *class_at(zf_pool *pool, unsigned i)
+{
+	return atomic_load_explicit(&pool->classes[i], memory_order_acquire);
+}
+
+/*
+ * Class i, made on first use: a pool of 4 KiB units uses a few hundred of the classes, so
+ * the others cost a pointer each.
+ */
+static struct size_class *class_get(zf_pool *pool, unsigned i)
+{
+	struct size_class *c = class_at(pool, i);
+
+	if (likely(c))
+		return c;
+	pthread_mutex_lock(&pool->grow_lock);
+	c = atomic_load_explicit(&pool->classes[i], memory_order_relaxed);
+	if (!c && (c = calloc(1, sizeof(*c)))) {
+		pthread_mutex_init(&c->lock, NULL);
+		c->size = pool->defs[i].size;
+		c->capacity = pool->defs[i].capacity;
+		c->pages = pool->defs[i].pages;
+		c->objs = pool->defs[i].objs;
+		c->huge = pool->defs[i].huge;
+		c->index = i;
+		atomic_fetch_add(&pool->meta_bytes, sizeof(*c));
+		atomic_store_explicit(&pool->classes[i], c, memory_order_release);
+	}
+	pthread_mutex_unlock(&pool->grow_lock);
+	return c;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -316,16 +354,11 @@ static int zspage_meta_init(zf_pool *pool, const struct size_class *c, struct zs
 	const size_t words = bitmap_words(c->objs);
 	const size_t need = words * 8 + (size_t)c->pages * (sizeof(uint16_t) + 1);
 
-	if (zs->meta_cap < need) {
-		void *meta = malloc(need);
-
-		if (!meta)
-			return -ENOMEM;
-		free(zs->free_bits);
-		atomic_fetch_add(&pool->meta_bytes, need - zs->meta_cap);
-		zs->free_bits = meta;
-		zs->meta_cap = need;
-	}
+	zs->free_bits = malloc(need);
+	if (!zs->free_bits)
+		return -ENOMEM;
+	zs->meta_cap = need;
+	atomic_fetch_add(&pool->meta_bytes, need);
 	zs->page_refs = (uint16_t *)(void *)(zs->free_bits + words);
 	zs->page_resident = (uint8_t *)(zs->page_refs + c->pages);
 	memset(zs->free_bits, 0xff, words * 8);
@@ -339,6 +372,11 @@ static int zspage_meta_init(zf_pool *pool, const struct size_class *c, struct zs
 /* Returns a zspage struct (with its address range) to the free lists. */
 static void zspage_release(zf_pool *pool, struct zspage *zs)
 {
+	/* The next class to use the range sizes its own bitmap. */
+	atomic_fetch_sub(&pool->meta_bytes, zs->meta_cap);
+	free(zs->free_bits);
+	zs->free_bits = NULL;
+	zs->meta_cap = 0;
 	pthread_mutex_lock(&pool->arena_lock);
 	zs->next = pool->free_zspages[zs->pages];
 	pool->free_zspages[zs->pages] = zs;
@@ -696,6 +734,18 @@ static uint64_t class_freeable(const struct size_class *c)
 	return c->huge ? 0 : free_slots / c->objs * c->pages;
 }
 
+/*
+ * The pages compaction would give back, about: the pages in memory less those the
+ * objects fill when packed slot after slot. Compaction also returns single pages, so
+ * this is what tells when it pays (class_freeable() counts whole zspages only).
+ */
+static uint64_t class_slack(const struct size_class *c)
+{
+	const uint64_t packed = (c->objs_used * c->size + ZPOOL_PAGE - 1) / ZPOOL_PAGE;
+
+	return c->huge || c->resident_pages <= packed ? 0 : c->resident_pages - packed;
+}
+
 /* The emptiest zspage nobody pins, taken for moving (pins == -1), or NULL. */
 static struct zspage *take_source(struct size_class *c)
 {
@@ -828,17 +878,231 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
 	return before - c->resident_pages;
 }
 
+/* -------------------------------------------------------------------------------- */
+/* Spilling: the last page of a class into the free slots of the next classes       */
+/* -------------------------------------------------------------------------------- */
+
+/*
+ * Compaction leaves each class with at most one partly used page, and a pool uses a few
+ * hundred classes: half a page each, about 1% of a pool of 4 KiB units. Spilling takes
+ * the objects on a class's last page and moves them up into free slots of the next few
+ * classes that lie on pages already in memory, when every one of them finds such a slot;
+ * the page is then given back. Each moved object keeps the larger slot, which costs the
+ * difference from the slot of its own class; a page is spilled only when that costs less
+ * than SPILL_MAX_COST in all. Classes are spilled in ascending order, so the free tails of the larger
+ * classes fill up with the smaller classes' last objects.
+ *
+ * A handle's class therefore can change, but only with both class locks held (taken in
+ * ascending order, the only place that holds two), and only for objects of a zspage taken
+ * for moving, as compaction takes it.
+ */
+#define SPILL_MAX_COST (ZPOOL_PAGE / 4)
+#define SPILL_MAX_OBJS (ZPOOL_PAGE / ZPOOL_SMALL_STEP + 1)
+
+struct spill_move {
+	uint32_t slot; /* in the source zspage */
+	struct size_class *to;
+	struct zspage *zs;
+	uint32_t to_slot;
+};
+
+/* Whether slot s of zs is free and not yet claimed by an earlier move of the plan. */
+static int spill_slot_open(const struct spill_move *plan, unsigned n, const struct zspage *zs,
+			   uint32_t s)
+{
+	if (!slot_is_free(zs, s))
+		return 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (plan[i].zs == zs && plan[i].to_slot == s)
+			return 0;
+	}
+	return 1;
+}
+
+/* Finds a free slot for an object of size bytes in class d, on pages in memory. */
+static int spill_find(const struct size_class *d, size_t size, struct spill_move *plan, unsigned n)
+{
+	for (int g = ZPOOL_GROUP_FULL - 1; g >= 1; g--) {
+		for (struct zspage *zs = d->groups[g]; zs; zs = zs->next) {
+			for (uint32_t s = 0; s < d->objs; s++) {
+				uint32_t first, last, p;
+
+				if (!spill_slot_open(plan, n, zs, s))
+					continue;
+				slot_pages(d, s, size, &first, &last);
+				for (p = first; p <= last && zs->page_resident[p]; p++)
+					;
+				if (p > last) {
+					plan[n].to = (struct size_class *)d;
+					plan[n].zs = zs;
+					plan[n].to_slot = s;
+					return 1;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * Plans the moves that empty the last page with an object on it in src (class c; the
+ * classes above it that exist are in up[0..nr_up), locked). Returns how many, or 0 if
+ * the page cannot be emptied within SPILL_MAX_COST.
+ */
+static unsigned spill_plan(zf_pool *pool, struct size_class *c, struct size_class *const *up,
+			   unsigned nr_up, struct zspage *src, struct spill_move *plan)
+{
+	const int64_t hi = highest_used(c, src);
+	uint32_t first, last, page, cost = 0;
+	unsigned n = 0;
+
+	if (hi < 0)
+		return 0;
+	slot_pages(c, (uint32_t)hi, hdr_load(c, src, (uint32_t)hi) >> HDR_SIZE_SHIFT, &first,
+		   &page);
+	for (int64_t s = hi; s >= 0; s--) {
+		uint64_t h;
+		unsigned u;
+
+		if (slot_is_free(src, (uint32_t)s))
+			continue;
+		h = hdr_load(c, src, (uint32_t)s);
+		slot_pages(c, (uint32_t)s, h >> HDR_SIZE_SHIFT, &first, &last);
+		if (last < page)
+			break; /* slots below end on earlier pages */
+		if (n == SPILL_MAX_OBJS)
+			return 0;
+		plan[n].slot = (uint32_t)s;
+		for (u = 0; u < nr_up; u++) {
+			if (!up[u]->huge && spill_find(up[u], h >> HDR_SIZE_SHIFT, plan, n))
+				break;
+		}
+		if (u == nr_up)
+			return 0;
+		/* Against the object's own class: an object spilled before may move again. */
+		cost += up[u]->size - pool->defs[class_for(pool, h >> HDR_SIZE_SHIFT)].size;
+		if (cost > SPILL_MAX_COST)
+			return 0;
+		n++;
+	}
+	return n;
+}
+
+/* Moves the object in slot s of src (class c) to the planned slot of class m->to. */
+static void spill_move(zf_pool *pool, struct size_class *c, struct zspage *src,
+		       const struct spill_move *m)
+{
+	struct size_class *d = m->to;
+	const uint64_t h = hdr_load(c, src, m->slot);
+	const size_t size = h >> HDR_SIZE_SHIFT;
+	uint32_t first, last;
+
+	/* slot_take() takes the lowest free slot: take the planned one by hand instead. */
+	m->zs->free_bits[m->to_slot / 64] &= ~(1ull << (m->to_slot % 64));
+	slot_pages(d, m->to_slot, size, &first, &last);
+	for (uint32_t p = first; p <= last; p++)
+		m->zs->page_refs[p]++;
+	m->zs->inuse++;
+	hdr_store(d, m->zs, m->to_slot, h);
+	memcpy(slot_ptr(d, m->zs, m->to_slot) + ZPOOL_HDR, slot_ptr(c, src, m->slot) + ZPOOL_HDR,
+	       size);
+	atomic_store_explicit(entry_of(pool, h & HDR_HANDLE_MASK),
+			      entry_make(d->index, m->zs->id, m->to_slot), memory_order_release);
+	slot_put(c, src, m->slot, h);
+	regroup(d, m->zs);
+	c->objs_used--;
+	c->compr_bytes -= size;
+	d->objs_used++;
+	d->compr_bytes += size;
+}
+
+/* Spills class c's last pages while it pays. Returns the pages given back. */
+static uint64_t spill_class(zf_pool *pool, struct size_class *c)
+{
+	struct size_class *up[SPILL_REACH];
+	struct spill_move plan[SPILL_MAX_OBJS];
+	unsigned nr_up = 0;
+	struct zspage *src = NULL;
+	uint64_t given = 0;
+	int idle = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->huge)
+		goto out;
+	/* Only a class compaction left with one partly used zspage, nobody reading it. */
+	for (int g = 1; g < ZPOOL_GROUP_FULL; g++) {
+		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+			if (src)
+				goto out;
+			src = zs;
+		}
+	}
+	if (!src || !atomic_compare_exchange_strong(&src->pins, &idle, -1))
+		goto out;
+	/* Locks in ascending class order, as everywhere. */
+	for (unsigned i = c->index + 1; i <= c->index + SPILL_REACH && i < pool->nr_classes; i++) {
+		if ((up[nr_up] = class_at(pool, i)))
+			pthread_mutex_lock(&up[nr_up++]->lock);
+	}
+	for (;;) {
+		const unsigned n = spill_plan(pool, c, up, nr_up, src, plan);
+		uint32_t trimmed;
+
+		if (!n)
+			break;
+		for (unsigned i = 0; i < n; i++)
+			spill_move(pool, c, src, &plan[i]);
+		trimmed = zspage_trim(pool, c, src);
+		given += trimmed;
+		if (!src->inuse || !trimmed)
+			break;
+	}
+	for (unsigned u = 0; u < nr_up; u++) {
+		DEBUG_CHECK(pool, up[u]);
+		pthread_mutex_unlock(&up[u]->lock);
+	}
+	atomic_store_explicit(&src->pins, 0, memory_order_release);
+	group_remove(c, src);
+	if (src->inuse) {
+		group_insert(c, src);
+	} else {
+		given += src->resident;
+		zspage_free(pool, c, src);
+	}
+	c->pages_compacted += given;
+	DEBUG_CHECK(pool, c);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return given;
+}
+
+unsigned zpool_handle_class(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *ep = entry_of(pool, handle);
+	const uint64_t e = ep ? atomic_load(ep) : 0;
+
+	return entry_allocated(e) ? entry_class(e) : UINT32_MAX;
+}
+
 size_t zf_pool_compact(zf_pool *pool)
 {
 	size_t freed = 0;
 
 	for (unsigned i = 0; i < pool->nr_classes; i++) {
-		struct size_class *c = &pool->classes[i];
+		struct size_class *c = class_at(pool, i);
 
+		if (!c)
+			continue;
 		pthread_mutex_lock(&c->lock);
 		if (c->zspages)
 			freed += compact_class(pool, c);
 		pthread_mutex_unlock(&c->lock);
+	}
+	for (unsigned i = 0; i < pool->nr_classes; i++) {
+		struct size_class *c = class_at(pool, i);
+
+		if (c)
+			freed += spill_class(pool, c);
 	}
 	return freed;
 }
@@ -856,7 +1120,6 @@ void zf_pool_options_init(zf_pool_options *o)
 
 int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
 {
-	const struct zpool_class_def *defs;
 	zf_pool_options o;
 	zf_pool *pool;
 	unsigned n;
@@ -870,9 +1133,9 @@ int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
 		memcpy(&o, options, options->struct_size);
 		RETURN_IF(o.compact_threshold_pct > 100, -EINVAL);
 	}
-	defs = zpool_class_defs(&n);
 	pool = calloc(1, sizeof(*pool));
 	RETURN_IF(!pool, -ENOMEM);
+	zpool_class_defs(&n);
 	pool->classes = calloc(n, sizeof(*pool->classes));
 	pool->handle_chunks = calloc(HANDLE_CHUNKS, sizeof(*pool->handle_chunks));
 	pool->zspage_chunks = calloc(ZSPAGE_CHUNKS, sizeof(*pool->zspage_chunks));
@@ -883,22 +1146,12 @@ int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
 		free(pool);
 		return -ENOMEM;
 	}
+	pool->defs = zpool_class_defs(&n);
 	pool->nr_classes = n;
 	pool->compact_threshold_pct = o.compact_threshold_pct;
 	atomic_init(&pool->next_handle, 0);
 	pthread_mutex_init(&pool->grow_lock, NULL);
 	pthread_mutex_init(&pool->arena_lock, NULL);
-	for (unsigned i = 0; i < n; i++) {
-		struct size_class *c = &pool->classes[i];
-
-		pthread_mutex_init(&c->lock, NULL);
-		c->size = defs[i].size;
-		c->capacity = defs[i].capacity;
-		c->pages = defs[i].pages;
-		c->objs = defs[i].objs;
-		c->huge = defs[i].huge;
-		c->index = i;
-	}
 	atomic_init(&pool->meta_bytes, sizeof(*pool) + n * sizeof(*pool->classes));
 	*poolp = pool;
 	return 0;
@@ -919,8 +1172,14 @@ void zf_pool_destroy(zf_pool *pool)
 			free(chunk[j].free_bits);
 		free(chunk);
 	}
-	for (unsigned i = 0; i < pool->nr_classes; i++)
-		pthread_mutex_destroy(&pool->classes[i].lock);
+	for (unsigned i = 0; i < pool->nr_classes; i++) {
+		struct size_class *c = class_at(pool, i);
+
+		if (c) {
+			pthread_mutex_destroy(&c->lock);
+			free(c);
+		}
+	}
 	pthread_mutex_destroy(&pool->grow_lock);
 	pthread_mutex_destroy(&pool->arena_lock);
 	free(pool->arenas);
@@ -939,7 +1198,8 @@ int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handlep)
 	int ret = 0;
 
 	RETURN_IF(size == 0 || size > ZF_UNIT_MAX || !handlep, -EINVAL);
-	c = class_for(pool, size);
+	c = class_get(pool, class_for(pool, size));
+	RETURN_IF(!c, -ENOMEM);
 	pthread_mutex_lock(&c->lock);
 	if (!c->free_handles)
 		ret = refill_handles(pool, c);
@@ -983,15 +1243,22 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 	e = atomic_load_explicit(ep, memory_order_acquire);
 	if (!entry_allocated(e))
 		return;
-	/* The class of a handle never changes; its entry is stable under the class lock. */
-	ci = entry_class(e);
-	if (ci >= pool->nr_classes)
-		return;
-	c = &pool->classes[ci];
-	pthread_mutex_lock(&c->lock);
-	e = atomic_load_explicit(ep, memory_order_relaxed);
-	if (!entry_allocated(e))
-		goto out;
+	/*
+	 * An entry is stable under its class's lock; spilling may move the object to another
+	 * class before we have the lock, and then we follow it.
+	 */
+	for (;;) {
+		ci = entry_class(e);
+		if (ci >= pool->nr_classes || !(c = class_at(pool, ci)))
+			return;
+		pthread_mutex_lock(&c->lock);
+		e = atomic_load_explicit(ep, memory_order_relaxed);
+		if (!entry_allocated(e))
+			goto out;
+		if (entry_class(e) == ci)
+			break;
+		pthread_mutex_unlock(&c->lock);
+	}
 	zs = zspage_by_id(pool, entry_zspage(e));
 	hdr = hdr_load(c, zs, entry_slot(e));
 	c->objs_used--;
@@ -1006,10 +1273,10 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 		regroup(c, zs);
 	}
 	if (pool->compact_threshold_pct) {
-		const uint64_t freeable = class_freeable(c);
+		const uint64_t slack = class_slack(c);
 
-		if (freeable >= 4 * c->pages &&
-		    freeable * 100 >= (uint64_t)pool->compact_threshold_pct * c->zspages * c->pages)
+		if (slack >= ZPOOL_AUTO_COMPACT_MIN &&
+		    slack * 100 >= (uint64_t)pool->compact_threshold_pct * c->resident_pages)
 			compact_class(pool, c);
 	}
 	DEBUG_CHECK(pool, c);
@@ -1026,7 +1293,7 @@ const void *zf_pool_read_begin(zf_pool *pool, uint64_t handle, size_t *size)
 
 	if (!e)
 		return NULL;
-	c = &pool->classes[entry_class(e)];
+	c = class_at(pool, entry_class(e));
 	hdr = hdr_load(c, zs, entry_slot(e));
 	if (size)
 		*size = hdr >> HDR_SIZE_SHIFT;
@@ -1088,7 +1355,18 @@ int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *
 	struct size_class *c;
 
 	RETURN_IF(index >= pool->nr_classes || !s, -EINVAL);
-	c = &pool->classes[index];
+	c = class_at(pool, index);
+	if (!c) {
+		const struct zpool_class_def *d = &pool->defs[index];
+		const struct size_class unused = { .size = d->size,
+						   .capacity = d->capacity,
+						   .pages = d->pages,
+						   .objs = d->objs,
+						   .huge = d->huge };
+
+		class_stats(&unused, s);
+		return 0;
+	}
 	pthread_mutex_lock(&c->lock);
 	class_stats(c, s);
 	pthread_mutex_unlock(&c->lock);
@@ -1099,8 +1377,10 @@ void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
 {
 	memset(s, 0, sizeof(*s));
 	for (unsigned i = 0; i < pool->nr_classes; i++) {
-		struct size_class *c = &pool->classes[i];
+		struct size_class *c = class_at(pool, i);
 
+		if (!c)
+			continue;
 		pthread_mutex_lock(&c->lock);
 		s->objects += c->objs_used;
 		s->compr_data_size += c->compr_bytes;

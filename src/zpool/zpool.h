@@ -16,9 +16,11 @@
 #define ZPOOL_HDR 8u /* the object header: handle and size */
 #define ZPOOL_SMALL_STEP 16u /* class step up to a page */
 #define ZPOOL_OCTAVE_CLASSES 128u /* classes per octave above a page */
-#define ZPOOL_SMALL_MAX_PAGES 16u /* longest zspage for classes up to a page */
+#define ZPOOL_SMALL_MAX_PAGES 64u /* longest zspage for classes up to a page */
 #define ZPOOL_MAX_ZSPAGE_PAGES 1024u
 #define ZPOOL_ARENA_BYTES ((size_t)64 << 20)
+#define SPILL_REACH 8u /* spilling moves objects at most this many classes up */
+#define ZPOOL_AUTO_COMPACT_MIN 16u /* pages: less is not worth a compaction from free() */
 
 /*
  * Fullness groups, zsmalloc's: 1..10 by tenths of the slots in use (rounded up), 11 for
@@ -49,10 +51,10 @@
  * Handle and zspage tables grow in chunks, so that a small pool has a small table: at
  * most 2^28 handles (a TiB of 4 KiB units) and 2^22 zspages.
  */
-#define HANDLE_CHUNK_SHIFT 14
+#define HANDLE_CHUNK_SHIFT 12
 #define HANDLE_CHUNK (1u << HANDLE_CHUNK_SHIFT)
-#define HANDLE_CHUNKS (1u << 14)
-#define HANDLE_BATCH 64u
+#define HANDLE_CHUNKS (1u << 16)
+#define HANDLE_BATCH 16u
 #define ZSPAGE_CHUNK 256u
 #define ZSPAGE_CHUNKS (1u << 14)
 
@@ -94,14 +96,15 @@ struct size_class {
 };
 
 struct zf_pool {
-	struct size_class *classes;
+	const struct zpool_class_def *defs; /* the class table */
+	_Atomic(struct size_class *) *classes; /* made on first use, under grow_lock */
 	unsigned nr_classes;
 	unsigned compact_threshold_pct;
 
 	/* Handles: chunks made on demand, never moved, so entries can be read lock-free. */
 	_Atomic(_Atomic uint64_t *) *handle_chunks;
 	atomic_uint_fast64_t next_handle;
-	pthread_mutex_t grow_lock; /* making handle chunks */
+	pthread_mutex_t grow_lock; /* making handle chunks and classes */
 
 	/* zspages: structs in chunks, never freed before the pool; ids index them. */
 	pthread_mutex_t arena_lock; /* everything below */
@@ -121,6 +124,9 @@ struct zpool_class_def {
 	uint32_t size, capacity, pages, objs, huge;
 };
 const struct zpool_class_def *zpool_class_defs(unsigned *count);
+
+/* The class a handle's object is in now (spilling may have moved it up), or UINT32_MAX. */
+unsigned zpool_handle_class(zf_pool *pool, uint64_t handle);
 
 /* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
 int zpool_check_class(zf_pool *pool, struct size_class *c);

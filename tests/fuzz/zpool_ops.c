@@ -9,7 +9,10 @@
  *  - the number of live objects and the sum of their sizes, which zf_pool_get_stats()
  *    must report exactly ("stats are exact"), after every single alloc and free;
  *  - per class, the live objects it must hold: an object goes to the smallest class whose
- *    max_object takes it;
+ *    max_object takes it, and stays there until an explicit compaction, which may spill
+ *    it into a larger class that takes it (not a huge one: those have no header). After
+ *    each zf_pool_compact() the model learns each object's class from the pool's
+ *    internal zpool_handle_class() and checks the move;
  *  - the class table of the first run, which must not change ("the same for every pool").
  *
  * After every op the interpreter compares the pool's counters with the model and checks
@@ -43,6 +46,7 @@
 #include <string.h>
 
 #include "zpool_ops.h"
+#include "../../src/zpool/zpool.h"
 
 /*
  * The checks are the oracle, not something for libFuzzer to explore: without this their
@@ -810,6 +814,23 @@ static size_t compact_checked(void)
 		counts.compact_above_freeable++;
 	CHECK(after.objects == before.objects && after.compr_data_size == before.compr_data_size,
 	      "compact changed the objects");
+	for (unsigned i = 0; i < R.nobjs; i++) {
+		struct obj *o = &R.objs[i];
+		const unsigned now = zpool_handle_class(R.pool, o->handle);
+
+		if (now == o->class_idx)
+			continue;
+		CHECK(now < nclasses && geom[now].max_object >= o->size && !geom[now].huge &&
+			      geom[now].max_object > geom[class_of(o->size)].max_object,
+		      "compact moved a %u-byte object from class %u to class %u", o->size,
+		      o->class_idx, now);
+		R.class_live[o->class_idx]--;
+		mark_active(o->class_idx);
+		R.class_live[now]++;
+		mark_active(now);
+		o->class_idx = now;
+		counts.objects_spilled++;
+	}
 	counts.compactions++;
 	counts.pages_compacted += n;
 	return n;

@@ -164,7 +164,7 @@ struct zpool_ops_counts {
 	uint64_t runs, ops[ZOP_NR_CODES]; /* ops by canonical code */
 	uint64_t allocs, frees, writes, reads, enomem, skipped_allocs;
 	uint64_t huge_allocs, unit_max_allocs; /* objects > 64 KiB, objects >= 2 MiB - 8 */
-	uint64_t compactions, pages_compacted, auto_compactions, objects_moved;
+	uint64_t compactions, pages_compacted, auto_compactions, objects_moved, objects_spilled;
 	uint64_t pinned_reads, bad_calls, full_verifies, bytes_verified;
 	uint64_t max_live_objects, max_live_bytes;
 	/*

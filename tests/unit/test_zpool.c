@@ -97,7 +97,18 @@ static uint64_t put_object(zf_pool *pool, size_t len)
 static void check_all_classes(zf_pool *pool)
 {
 	for (unsigned i = 0; i < pool->nr_classes; i++)
-		assert_int_equal(zpool_check_class(pool, &pool->classes[i]), 0);
+		if (pool->classes[i])
+			assert_int_equal(zpool_check_class(pool, pool->classes[i]), 0);
+}
+
+/* The index of the class an object of size bytes is allocated in. */
+static unsigned class_index_of(zf_pool *pool, size_t size)
+{
+	unsigned i = 0;
+
+	while (pool->defs[i].capacity < size)
+		i++;
+	return i;
 }
 
 static zf_pool *new_pool(unsigned compact_pct)
@@ -152,7 +163,7 @@ static void test_every_class(void **state)
 
 		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
 		len[2 * i] = cs.max_object;
-		len[2 * i + 1] = i ? pool->classes[i - 1].capacity + 1 : 1;
+		len[2 * i + 1] = i ? pool->defs[i - 1].capacity + 1 : 1;
 	}
 	for (unsigned i = 0; i < 2 * n; i++) {
 		h[i] = put_object(pool, len[i]);
@@ -312,6 +323,78 @@ static void test_pinned_not_moved(void **state)
 	zf_pool_destroy(pool);
 }
 
+/*
+ * Spilling: a class's lone object on a page of its own moves into a free slot of the next
+ * class, on a page that is in memory already, and the page goes back; a pinned object or
+ * a move that would cost too much stays.
+ */
+static void test_spill(void **state)
+{
+	zf_pool *pool = new_pool(0);
+	const unsigned i = class_index_of(pool, 1000);
+	const size_t small = pool->defs[i].capacity, big = pool->defs[i + 1].capacity;
+	zf_pool_stats before, after;
+	uint64_t hb, hs, hx;
+	const void *p;
+
+	(void)state;
+	assert_false(pool->defs[i + 1].huge);
+	hb = put_object(pool, big); /* the next class: one page in memory, slots free on it */
+	hs = put_object(pool, small);
+	assert_int_equal(zpool_handle_class(pool, hs), i);
+	/* Pinned: stays. */
+	p = zf_pool_read_begin(pool, hs, NULL);
+	zf_pool_compact(pool);
+	assert_int_equal(zpool_handle_class(pool, hs), i);
+	assert_ptr_equal(zf_pool_read_begin(pool, hs, NULL), p);
+	zf_pool_read_end(pool, hs);
+	zf_pool_read_end(pool, hs);
+	/* Not pinned: spilled, its page given back. */
+	zf_pool_get_stats(pool, &before);
+	assert_int_equal(zf_pool_compact(pool), 1);
+	zf_pool_get_stats(pool, &after);
+	assert_int_equal(zpool_handle_class(pool, hs), i + 1);
+	assert_int_equal(after.pages_used, before.pages_used - 1);
+	assert_int_equal(after.objects, 2);
+	check_object(pool, hs, small);
+	check_object(pool, hb, big);
+	check_all_classes(pool);
+	/* Freed from its new class, and its handle is reused. */
+	zf_pool_free(pool, hs);
+	assert_int_equal(zf_pool_object_size(pool, hs), 0);
+	check_all_classes(pool);
+	zf_pool_destroy(pool);
+
+	/*
+	 * The cost: n objects of a small class moving one class up cost n times the slot
+	 * difference; one over a quarter page stays, at a quarter page it goes.
+	 */
+	pool = new_pool(0);
+	{
+		const unsigned k = class_index_of(pool, 20);
+		const uint32_t step = pool->defs[k + 1].size - pool->defs[k].size;
+		const unsigned n = ZPOOL_PAGE / 4 / step + 1;
+		uint64_t hs_many[ZPOOL_PAGE / 16];
+
+		assert_true(n <= ZPOOL_PAGE / pool->defs[k + 1].size - 1);
+		hx = put_object(pool, pool->defs[k + 1].capacity);
+		for (unsigned j = 0; j < n; j++)
+			hs_many[j] = put_object(pool, pool->defs[k].capacity);
+		assert_int_equal(zf_pool_compact(pool), 0);
+		for (unsigned j = 0; j < n; j++)
+			assert_int_equal(zpool_handle_class(pool, hs_many[j]), k);
+		zf_pool_free(pool, hs_many[0]);
+		assert_int_equal(zf_pool_compact(pool), 1);
+		for (unsigned j = 1; j < n; j++) {
+			assert_int_equal(zpool_handle_class(pool, hs_many[j]), k + 1);
+			check_object(pool, hs_many[j], pool->defs[k].capacity);
+		}
+		check_object(pool, hx, pool->defs[k + 1].capacity);
+		check_all_classes(pool);
+	}
+	zf_pool_destroy(pool);
+}
+
 /* Automatic compaction runs from free() once a class's free slots pass the threshold. */
 static void test_auto_compaction(void **state)
 {
@@ -404,11 +487,11 @@ static void test_failure_injection(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_class_table),	  cmocka_unit_test(test_every_class),
-		cmocka_unit_test(test_straddle),	  cmocka_unit_test(test_large_objects),
-		cmocka_unit_test(test_compaction),	  cmocka_unit_test(test_pinned_not_moved),
-		cmocka_unit_test(test_auto_compaction),	  cmocka_unit_test(test_bad_handles),
-		cmocka_unit_test(test_failure_injection),
+		cmocka_unit_test(test_class_table), cmocka_unit_test(test_every_class),
+		cmocka_unit_test(test_straddle),    cmocka_unit_test(test_large_objects),
+		cmocka_unit_test(test_compaction),  cmocka_unit_test(test_pinned_not_moved),
+		cmocka_unit_test(test_spill),	    cmocka_unit_test(test_auto_compaction),
+		cmocka_unit_test(test_bad_handles), cmocka_unit_test(test_failure_injection),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -403,14 +403,15 @@ static void print_counts(double seconds)
 	       (unsigned long long)c->huge_allocs, (unsigned long long)c->unit_max_allocs,
 	       (unsigned long long)c->frees, (unsigned long long)c->writes,
 	       (unsigned long long)c->reads, (unsigned long long)c->pinned_reads);
-	printf("test_zpool_model: %llu compactions gave back %llu pages and moved %llu objects; "
-	       "%llu full verifies compared %llu MiB; %llu refused calls; %llu allocs skipped "
-	       "(bounds), %llu -ENOMEM; at most %llu objects, %llu KiB live\n",
+	printf("test_zpool_model: %llu compactions gave back %llu pages and moved %llu objects "
+	       "(%llu spilled to a larger class); %llu full verifies compared %llu MiB; %llu "
+	       "refused calls; %llu allocs skipped (bounds), %llu -ENOMEM; at most %llu objects, "
+	       "%llu KiB live\n",
 	       (unsigned long long)c->compactions, (unsigned long long)c->pages_compacted,
-	       (unsigned long long)c->objects_moved, (unsigned long long)c->full_verifies,
-	       (unsigned long long)(c->bytes_verified >> 20), (unsigned long long)c->bad_calls,
-	       (unsigned long long)c->skipped_allocs, (unsigned long long)c->enomem,
-	       (unsigned long long)c->max_live_objects,
+	       (unsigned long long)c->objects_moved, (unsigned long long)c->objects_spilled,
+	       (unsigned long long)c->full_verifies, (unsigned long long)(c->bytes_verified >> 20),
+	       (unsigned long long)c->bad_calls, (unsigned long long)c->skipped_allocs,
+	       (unsigned long long)c->enomem, (unsigned long long)c->max_live_objects,
 	       (unsigned long long)(c->max_live_bytes >> 10));
 	printf("test_zpool_model: note (not checked): %llu of %llu compactions with nothing "
 	       "pinned left freeable pages (%llu pages in all); %llu gave back more than the "
@@ -470,6 +471,11 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	free(s.buf);
 	print_counts((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	/* A run this long always spills (thousands of times): none means the test lost it. */
+	if (only == ~0ull && streams >= 8 && nops >= 1000 && !zpool_ops_counts()->objects_spilled) {
+		fprintf(stderr, "test_zpool_model: no compaction spilled an object\n");
+		return 1;
+	}
 	printf("test_zpool_model: passed\n");
 	return 0;
 }
