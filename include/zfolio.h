@@ -316,6 +316,98 @@ ZF_API unsigned zf_pool_class_count(void);
 /* Fills *stats for class index (0..zf_pool_class_count()-1). Returns 0 or -EINVAL. */
 ZF_API int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *stats);
 
+/* ---------------------------------------------------------------------------------- */
+/* Engines: batch compression                                                         */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A zf_engines is a set of N compression engines: today worker threads, each with its own
+ * codec contexts, the software analog of Intel IAA's compress engines; later hardware or
+ * GPU engines behind the same calls. Work comes in batches, in the shape of the kernel's
+ * batch acomp API and of Intel QPL and nvCOMP: an array of jobs in, a status per job out.
+ *
+ * A job compresses or decompresses one buffer with one codec. Compress: src_len bytes
+ * (1..ZF_UNIT_MAX) into at most dst_cap bytes, status = the compressed length or -E2BIG
+ * (did not fit: see zf_codec_compress). Decompress: into exactly dst_cap bytes, status =
+ * dst_cap or -EBADMSG. Any job may also end with -ENOMEM, or -EINVAL (codec, src or dst
+ * NULL, an unknown op, a length out of range).
+ *
+ * zf_batch_submit() queues a batch's jobs and returns at once; zf_batch_wait() returns
+ * when every job of the batch is done, running queued jobs of its own batch in the
+ * calling thread meanwhile (so the caller is an engine too, and a batch never waits for
+ * a busy engine to come back). With N = 0 the jobs run in the caller, inside wait.
+ *
+ * Jobs are taken one at a time: no lock is held across a batch, so a small urgent batch
+ * (the decompress of a fault) never waits behind the compressions of a 2 MiB folio.
+ * ZF_BATCH_URGENT batches go to the head of the queue.
+ *
+ * Thread safety: a zf_engines is safe from any thread; a zf_batch belongs to one thread
+ * at a time. The jobs array and buffers must stay valid until wait returns.
+ */
+typedef struct zf_engines zf_engines;
+typedef struct zf_batch zf_batch;
+
+enum zf_job_op { ZF_JOB_COMPRESS = 0, ZF_JOB_DECOMPRESS = 1 };
+
+typedef struct zf_job {
+	const zf_codec *codec;
+	enum zf_job_op op;
+	const void *src;
+	size_t src_len;
+	void *dst;
+	size_t dst_cap;
+	int status; /* out: length (> 0) or -errno */
+} zf_job;
+
+#define ZF_ENGINES_MAX 64
+/* Starts n engines (0..ZF_ENGINES_MAX). Returns 0, -EINVAL or -ENOMEM (or -errno). */
+ZF_API int zf_engines_create(unsigned n, zf_engines **engines);
+/*
+ * Stops the engines, each after the job it is running; batches still queued are run by
+ * their waiters. A batch may outlive its engines: its wait still works, and its later
+ * submits run in the caller as with N = 0 (the memory goes with the last batch). Call it
+ * once, when no other thread is inside a zf_engines_ call on these engines.
+ */
+ZF_API void zf_engines_destroy(zf_engines *engines);
+/* The number of engine threads (0 for NULL). */
+ZF_API unsigned zf_engines_count(const zf_engines *engines);
+
+#define ZF_BATCH_URGENT 1u
+/*
+ * A batch handle, reusable for one submit/wait after another; it keeps the codec
+ * contexts its waiter uses. Returns 0, -EINVAL (engines or batch NULL, unknown flags) or
+ * -ENOMEM.
+ */
+ZF_API int zf_batch_create(zf_engines *engines, unsigned flags, zf_batch **batch);
+/* Frees a batch; one with jobs not yet waited for is waited for first. */
+ZF_API void zf_batch_destroy(zf_batch *batch);
+/*
+ * Queues n jobs (n >= 1). Returns 0, or -EBUSY when the batch has jobs not yet waited
+ * for, -EINVAL for n = 0 or above INT_MAX, or a NULL batch or jobs.
+ */
+ZF_API int zf_batch_submit(zf_batch *batch, zf_job *jobs, size_t n);
+/*
+ * Waits for the submitted jobs. Returns the number of jobs whose status is < 0 (0 when
+ * nothing was submitted), or -EINVAL for a NULL batch.
+ */
+ZF_API int zf_batch_wait(zf_batch *batch);
+/* Submit and wait: the errors of either. */
+ZF_API int zf_batch_run(zf_batch *batch, zf_job *jobs, size_t n);
+
+/*
+ * Counters, exact once every batch is waited for. batches and jobs count at submit,
+ * jobs_by_engines as engines finish jobs, jobs_by_waiters and failed_jobs (jobs whose
+ * status is < 0) when a wait returns; any snapshot has
+ * jobs_by_engines + jobs_by_waiters <= jobs.
+ */
+typedef struct zf_engines_stats {
+	uint64_t batches, jobs; /* submitted */
+	uint64_t jobs_by_engines, jobs_by_waiters; /* who ran them */
+	uint64_t failed_jobs;
+} zf_engines_stats;
+/* Fills *stats (zeros for NULL engines). */
+ZF_API void zf_engines_get_stats(zf_engines *engines, zf_engines_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,628 @@
+/*
+ * engine.c - compression engines: N worker threads that run batches of compress and
+ * decompress jobs, the software analog of Intel IAA's engines (and of the kernel's
+ * per-CPU acomp contexts), with the waiting caller as one more engine.
+ *
+ * Queue. One short mutex guards two FIFO lists of submitted batches, urgent and normal.
+ * An engine takes ONE job at a time: under the lock it looks at the head batch (urgent
+ * list first), claims the batch's next job index with an atomic increment, unlinks the
+ * batch when that was its last index, and drops the lock before running the job. No lock
+ * is held across a job, a batch or a folio, so an urgent batch submitted while a 2 MiB
+ * folio's 512 units are queued is the very next thing an engine takes. The waiter claims
+ * jobs of its own batch with the same increment but without the lock, so the fault
+ * path's one-job decompress runs at once in its own thread even when every engine is
+ * busy with someone else's folio.
+ *
+ * Completion. A batch counts its jobs remaining. Whoever finishes the last one swaps the
+ * batch's state word to DONE and makes a futex wake only when the waiter had said it
+ * sleeps: no wake per job, none when the waiter is still running jobs itself. The waiter
+ * runs what it can claim, unlinks its batch if no engine did, spins briefly, then
+ * sleeps on the state word. The swap is the finisher's last touch of the batch, so the
+ * waiter may reuse or free it as soon as it reads DONE (a FUTEX_WAKE_PRIVATE that comes
+ * after that reads no memory: private futexes are keyed by address, and a waiter that
+ * is woken by a stale wake checks its word and sleeps again).
+ *
+ * For tests, a job budget (engine.h) holds the engines or lets them take k jobs, so that
+ * queue order can be checked without timing.
+ *
+ * Sleep and wake. An idle engine parks on its own condition variable (under the queue
+ * lock) on a LIFO stack of sleepers, so the engine woken first is the one whose caches
+ * are warmest, and exactly the engines wanted are woken. A submit of n jobs wakes at most
+ * n - 1 sleepers: the waiter is the n-th engine, so a one-job batch costs no wake-up at
+ * all. Engines do not spin; a waiter spins a few microseconds before it sleeps.
+ *
+ * Contexts. A codec context holds the compressor's tables and is not thread-safe: each
+ * engine thread keeps a small cache of them keyed by the interned zf_codec pointer, and
+ * so does each batch, for the jobs its waiter runs (made on first use, kept across
+ * submits, the oldest replaced when a ninth codec comes).
+ *
+ * Counters. batches and jobs are counted at submit, jobs_by_engines by each engine in its
+ * own cache line before the job counts as finished, jobs_by_waiters and failed_jobs when
+ * a wait returns: exact once every batch is waited for, and in any snapshot
+ * jobs_by_engines + jobs_by_waiters <= jobs.
+ *
+ * N = 0: submit only records the jobs and wait runs them in the caller, with no lock.
+ * The same holds after zf_engines_destroy(): the threads stop after the job each is
+ * running, batches still queued are run by their waiters, and the zf_engines memory
+ * (reference counted by its batches) lives until the last batch is destroyed.
+ */
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+#define CACHE_LINE 64
+#define ENGINE_CTX_SLOTS 8 /* codec contexts kept per thread (and per batch) */
+#define WAIT_SPINS 128 /* pauses before a waiter sleeps: a few microseconds */
+
+/* A batch's state word, the waiter's futex. */
+enum batch_state { BATCH_RUNNING = 0, BATCH_SLEEPING = 1, BATCH_DONE = 2 };
+
+struct ctx_cache {
+	const zf_codec *codec[ENGINE_CTX_SLOTS];
+	zf_codec_ctx *ctx[ENGINE_CTX_SLOTS];
+	unsigned used;
+	unsigned victim; /* the slot to replace next when all are used */
+};
+
+struct batch_list {
+	zf_batch *head, *tail;
+};
+
+struct engine {
+	/* Jobs run: written by this engine only, read by zf_engines_get_stats(). */
+	_Alignas(CACHE_LINE) atomic_uint_least64_t jobs;
+	zf_engines *owner;
+	pthread_t thread;
+	unsigned id;
+	/* Under owner->lock: on the sleepers stack exactly while asleep is set. */
+	bool asleep;
+	struct engine *next_sleeper;
+	pthread_cond_t wake;
+	/* The thread's own. */
+	struct ctx_cache cache;
+};
+
+struct zf_engines {
+	pthread_mutex_t lock;
+	/* Under lock. */
+	struct batch_list urgent, normal;
+	struct engine *sleepers;
+	long budget; /* jobs the engines may still take; < 0: no limit */
+	bool stopping;
+
+	unsigned n; /* threads started */
+	struct engine *engine;
+	atomic_uint refs; /* one for the owner until zf_engines_destroy(), one per batch */
+
+	/* Counted once per batch (and per context made) from any thread. */
+	_Alignas(CACHE_LINE) atomic_uint_least64_t batches;
+	atomic_uint_least64_t jobs, jobs_by_waiters, failed_jobs, contexts;
+};
+
+struct zf_batch {
+	/* Written by every thread that runs the batch's jobs. */
+	_Alignas(CACHE_LINE) atomic_size_t next_job; /* the next index to claim */
+	atomic_size_t remaining; /* jobs not finished */
+	atomic_uint state; /* enum batch_state */
+	atomic_uint failed; /* jobs finished with a status < 0 */
+
+	/* Set by the owner at submit, before the batch is linked (read by engines after). */
+	_Alignas(CACHE_LINE) zf_engines *engines;
+	zf_job *jobs;
+	size_t n;
+	unsigned flags;
+	bool submitted; /* the owner's: jobs not yet waited for */
+	/* Set and cleared under engines->lock; read without it by the owner. */
+	atomic_bool linked;
+	zf_batch *prev, *next; /* under engines->lock */
+	struct ctx_cache cache; /* for the jobs its waiter runs */
+};
+
+_Static_assert(sizeof(atomic_uint) == sizeof(uint32_t), "a futex word is 32 bits");
+
+static void futex_wait(atomic_uint *word, unsigned val)
+{
+	(void)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(atomic_uint *word)
+{
+	(void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Codec contexts                                                                   */
+/* -------------------------------------------------------------------------------- */
+
+static int ctx_cache_get(zf_engines *e, struct ctx_cache *c, const zf_codec *codec,
+			 zf_codec_ctx **ctxp)
+{
+	zf_codec_ctx *ctx;
+	unsigned slot;
+
+	for (unsigned i = 0; i < c->used; i++) {
+		if (c->codec[i] == codec) {
+			*ctxp = c->ctx[i];
+			return 0;
+		}
+	}
+	TRY(zf_codec_ctx_create(codec, &ctx));
+	atomic_fetch_add_explicit(&e->contexts, 1, memory_order_relaxed);
+	if (c->used < ENGINE_CTX_SLOTS) {
+		slot = c->used++;
+	} else {
+		slot = c->victim;
+		c->victim = (slot + 1) % ENGINE_CTX_SLOTS;
+		zf_codec_ctx_destroy(c->ctx[slot]);
+	}
+	c->codec[slot] = codec;
+	c->ctx[slot] = ctx;
+	*ctxp = ctx;
+	return 0;
+}
+
+static void ctx_cache_clear(struct ctx_cache *c)
+{
+	for (unsigned i = 0; i < c->used; i++)
+		zf_codec_ctx_destroy(c->ctx[i]);
+	c->used = 0;
+	c->victim = 0;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Jobs                                                                             */
+/* -------------------------------------------------------------------------------- */
+
+/* Runs one job with a context from cache and stores its status. */
+static int job_run(zf_engines *e, struct ctx_cache *cache, zf_job *job)
+{
+	zf_codec_ctx *ctx;
+	int ret;
+
+	if (unlikely(!job->codec || !job->src || !job->dst ||
+		     (job->op != ZF_JOB_COMPRESS && job->op != ZF_JOB_DECOMPRESS))) {
+		ret = -EINVAL;
+	} else {
+		ret = ctx_cache_get(e, cache, job->codec, &ctx);
+		if (likely(ret == 0)) {
+			if (job->op == ZF_JOB_COMPRESS)
+				ret = zf_codec_compress(ctx, job->src, job->src_len, job->dst,
+							job->dst_cap);
+			else
+				ret = zf_codec_decompress(ctx, job->src, job->src_len, job->dst,
+							  job->dst_cap);
+		}
+	}
+	job->status = ret;
+	return ret;
+}
+
+/*
+ * Counts a finished job; the last one tells the waiter. After the swap to DONE the batch
+ * may be reused or freed by its owner: nothing here touches it again (the futex wake is
+ * by address only).
+ */
+static void job_finish(zf_batch *b, int status)
+{
+	if (unlikely(status < 0))
+		atomic_fetch_add_explicit(&b->failed, 1, memory_order_relaxed);
+	if (atomic_fetch_sub_explicit(&b->remaining, 1, memory_order_acq_rel) != 1)
+		return;
+	if (atomic_exchange_explicit(&b->state, BATCH_DONE, memory_order_acq_rel) == BATCH_SLEEPING)
+		futex_wake(&b->state);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* The queue                                                                        */
+/* -------------------------------------------------------------------------------- */
+
+static struct batch_list *queue_of(zf_engines *e, const zf_batch *b)
+{
+	return (b->flags & ZF_BATCH_URGENT) ? &e->urgent : &e->normal;
+}
+
+/* Caller holds e->lock. */
+static void queue_link(zf_engines *e, zf_batch *b)
+{
+	struct batch_list *q = queue_of(e, b);
+
+	b->next = NULL;
+	b->prev = q->tail;
+	if (q->tail)
+		q->tail->next = b;
+	else
+		q->head = b;
+	q->tail = b;
+	atomic_store_explicit(&b->linked, true, memory_order_relaxed);
+}
+
+/* Caller holds e->lock. */
+static void queue_unlink(zf_engines *e, zf_batch *b)
+{
+	struct batch_list *q = queue_of(e, b);
+
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		q->head = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else
+		q->tail = b->prev;
+	b->prev = b->next = NULL;
+	atomic_store_explicit(&b->linked, false, memory_order_release);
+}
+
+/*
+ * Claims the next job of the first batch in the queue, urgent ones first, and unlinks
+ * the batch when that was its last job (or when its waiter already claimed the rest).
+ * Caller holds e->lock. Returns the batch with *index set, or NULL.
+ */
+static zf_batch *queue_take(zf_engines *e, size_t *index)
+{
+	zf_batch *b;
+
+	while ((b = e->urgent.head ? e->urgent.head : e->normal.head)) {
+		/*
+		 * Once unlinked, a batch whose jobs are all claimed may be waited for and
+		 * submitted again at any moment: read n before, touch nothing after.
+		 */
+		const size_t n = b->n;
+		const size_t i = atomic_fetch_add_explicit(&b->next_job, 1, memory_order_relaxed);
+
+		if (i + 1 >= n)
+			queue_unlink(e, b);
+		if (i < n) {
+			*index = i;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+/* Wakes up to want sleeping engines, the most recent sleeper first. Caller holds e->lock. */
+static void engines_wake(zf_engines *e, size_t want)
+{
+	while (want-- > 0 && e->sleepers) {
+		struct engine *s = e->sleepers;
+
+		e->sleepers = s->next_sleeper;
+		s->next_sleeper = NULL;
+		s->asleep = false;
+		pthread_cond_signal(&s->wake);
+	}
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Engine threads                                                                   */
+/* -------------------------------------------------------------------------------- */
+
+static void *engine_main(void *arg)
+{
+	struct engine *self = arg;
+	zf_engines *e = self->owner;
+	char name[16];
+
+	(void)snprintf(name, sizeof(name), "zf-engine-%u", self->id);
+	(void)pthread_setname_np(pthread_self(), name);
+
+	pthread_mutex_lock(&e->lock);
+	while (!e->stopping) {
+		zf_batch *b = NULL;
+		size_t i = 0;
+		int status;
+
+		if (e->budget != 0)
+			b = queue_take(e, &i);
+		if (!b) {
+			self->asleep = true;
+			self->next_sleeper = e->sleepers;
+			e->sleepers = self;
+			while (self->asleep && !e->stopping)
+				pthread_cond_wait(&self->wake, &e->lock);
+			continue;
+		}
+		if (e->budget > 0)
+			e->budget--;
+		pthread_mutex_unlock(&e->lock);
+
+		status = job_run(e, &self->cache, &b->jobs[i]);
+		/* Single writer: a plain increment, published before the job counts as done. */
+		atomic_store_explicit(&self->jobs,
+				      atomic_load_explicit(&self->jobs, memory_order_relaxed) + 1,
+				      memory_order_release);
+		job_finish(b, status);
+
+		pthread_mutex_lock(&e->lock);
+	}
+	pthread_mutex_unlock(&e->lock);
+	ctx_cache_clear(&self->cache);
+	return NULL;
+}
+
+/* Stops and joins the threads; they finish the job each is running. */
+static void engines_stop(zf_engines *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	for (unsigned i = 0; i < e->n; i++)
+		pthread_cond_signal(&e->engine[i].wake);
+	pthread_mutex_unlock(&e->lock);
+	for (unsigned i = 0; i < e->n; i++) {
+		pthread_join(e->engine[i].thread, NULL);
+		pthread_cond_destroy(&e->engine[i].wake);
+	}
+}
+
+static void engines_put(zf_engines *e)
+{
+	if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_destroy(&e->lock);
+	free(e->engine);
+	free(e);
+}
+
+int zf_engines_create(unsigned n, zf_engines **enginesp)
+{
+	pthread_mutexattr_t attr;
+	sigset_t all, old;
+	zf_engines *e;
+	int ret = 0;
+
+	RETURN_IF(!enginesp || n > ZF_ENGINES_MAX, -EINVAL);
+	e = aligned_alloc(CACHE_LINE, sizeof(*e));
+	RETURN_IF(!e, -ENOMEM);
+	memset(e, 0, sizeof(*e));
+	if (n) {
+		e->engine = aligned_alloc(CACHE_LINE, n * sizeof(*e->engine));
+		if (!e->engine) {
+			free(e);
+			return -ENOMEM;
+		}
+		memset(e->engine, 0, n * sizeof(*e->engine));
+	}
+	/* Held for a few loads and stores: spin a little before sleeping on it. */
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&e->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	e->budget = -1;
+	atomic_init(&e->refs, 1);
+
+	/*
+	 * Engines take no asynchronous signals: the program's handlers run in its own
+	 * threads. Faults (SIGSEGV, SIGBUS, ...) stay deliverable, to report a bad buffer.
+	 */
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSYS);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < n; i++) {
+		struct engine *s = &e->engine[i];
+
+		s->owner = e;
+		s->id = i;
+		atomic_init(&s->jobs, 0);
+		pthread_cond_init(&s->wake, NULL);
+		ret = pthread_create(&s->thread, NULL, engine_main, s);
+		if (ret) {
+			pthread_cond_destroy(&s->wake);
+			break;
+		}
+		e->n = i + 1;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		engines_stop(e);
+		engines_put(e);
+		return -ret;
+	}
+	*enginesp = e;
+	return 0;
+}
+
+void zf_engines_destroy(zf_engines *engines)
+{
+	if (!engines)
+		return;
+	engines_stop(engines);
+	engines_put(engines);
+}
+
+unsigned zf_engines_count(const zf_engines *engines)
+{
+	return engines ? engines->n : 0;
+}
+
+void zf_engines_get_stats(zf_engines *e, zf_engines_stats *stats)
+{
+	uint64_t by_engines = 0;
+
+	if (!stats)
+		return;
+	memset(stats, 0, sizeof(*stats));
+	if (!e)
+		return;
+	/* Who ran them before how many there are: a snapshot never shows more run than submitted. */
+	for (unsigned i = 0; i < e->n; i++)
+		by_engines += atomic_load_explicit(&e->engine[i].jobs, memory_order_acquire);
+	stats->jobs_by_engines = by_engines;
+	stats->jobs_by_waiters = atomic_load(&e->jobs_by_waiters);
+	stats->failed_jobs = atomic_load(&e->failed_jobs);
+	stats->jobs = atomic_load(&e->jobs);
+	stats->batches = atomic_load(&e->batches);
+}
+
+void engine_set_budget(zf_engines *e, long budget)
+{
+	pthread_mutex_lock(&e->lock);
+	e->budget = budget;
+	if (budget != 0 && !e->stopping)
+		engines_wake(e, e->n);
+	pthread_mutex_unlock(&e->lock);
+}
+
+long engine_budget(zf_engines *e)
+{
+	long budget;
+
+	pthread_mutex_lock(&e->lock);
+	budget = e->budget;
+	pthread_mutex_unlock(&e->lock);
+	return budget;
+}
+
+uint64_t engine_contexts_created(zf_engines *e)
+{
+	return atomic_load(&e->contexts);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Batches                                                                          */
+/* -------------------------------------------------------------------------------- */
+
+int zf_batch_create(zf_engines *engines, unsigned flags, zf_batch **batchp)
+{
+	zf_batch *b;
+
+	RETURN_IF(!engines || !batchp || (flags & ~ZF_BATCH_URGENT), -EINVAL);
+	b = aligned_alloc(CACHE_LINE, sizeof(*b));
+	RETURN_IF(!b, -ENOMEM);
+	memset(b, 0, sizeof(*b));
+	atomic_init(&b->next_job, 0);
+	atomic_init(&b->remaining, 0);
+	atomic_init(&b->state, BATCH_DONE);
+	atomic_init(&b->failed, 0);
+	atomic_init(&b->linked, false);
+	b->engines = engines;
+	b->flags = flags;
+	atomic_fetch_add_explicit(&engines->refs, 1, memory_order_relaxed);
+	*batchp = b;
+	return 0;
+}
+
+void zf_batch_destroy(zf_batch *batch)
+{
+	if (!batch)
+		return;
+	/* Engines may still be running its jobs: they must be done before it goes. */
+	if (batch->submitted)
+		(void)zf_batch_wait(batch);
+	ctx_cache_clear(&batch->cache);
+	engines_put(batch->engines);
+	free(batch);
+}
+
+int zf_batch_submit(zf_batch *b, zf_job *jobs, size_t n)
+{
+	zf_engines *e;
+
+	RETURN_IF(!b || !jobs || n == 0 || n > INT_MAX, -EINVAL);
+	RETURN_IF(b->submitted, -EBUSY);
+	e = b->engines;
+	/* No engine sees the batch until it is linked, under the lock, below. */
+	b->jobs = jobs;
+	b->n = n;
+	atomic_store_explicit(&b->next_job, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->remaining, n, memory_order_relaxed);
+	atomic_store_explicit(&b->failed, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->state, BATCH_RUNNING, memory_order_relaxed);
+	b->submitted = true;
+	atomic_fetch_add_explicit(&e->batches, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->jobs, n, memory_order_relaxed);
+	if (e->n == 0)
+		return 0;
+
+	pthread_mutex_lock(&e->lock);
+	if (!e->stopping) {
+		queue_link(e, b);
+		/* The waiter will be the n-th engine. */
+		if (e->budget != 0)
+			engines_wake(e, n - 1);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+/* Returns when the finisher of the batch's last job has let go of it. */
+static void batch_wait_done(zf_batch *b)
+{
+	unsigned state;
+
+	for (int spin = 0; spin < WAIT_SPINS; spin++) {
+		if (atomic_load_explicit(&b->state, memory_order_acquire) == BATCH_DONE)
+			return;
+		cpu_relax();
+	}
+	state = BATCH_RUNNING;
+	if (!atomic_compare_exchange_strong_explicit(&b->state, &state, BATCH_SLEEPING,
+						     memory_order_acq_rel, memory_order_acquire))
+		return; /* DONE meanwhile */
+	while (atomic_load_explicit(&b->state, memory_order_acquire) == BATCH_SLEEPING)
+		futex_wait(&b->state, BATCH_SLEEPING);
+}
+
+int zf_batch_wait(zf_batch *b)
+{
+	zf_engines *e;
+	uint64_t own = 0;
+	unsigned failed;
+	size_t i;
+
+	RETURN_IF(!b, -EINVAL);
+	if (!b->submitted)
+		return 0;
+	e = b->engines;
+
+	/* Be an engine for our own batch: claim what no engine has taken. */
+	while ((i = atomic_fetch_add_explicit(&b->next_job, 1, memory_order_relaxed)) < b->n) {
+		job_finish(b, job_run(e, &b->cache, &b->jobs[i]));
+		own++;
+	}
+	/* Every job is claimed: take the batch off the queue if no engine did. */
+	if (atomic_load_explicit(&b->linked, memory_order_acquire)) {
+		pthread_mutex_lock(&e->lock);
+		if (atomic_load_explicit(&b->linked, memory_order_relaxed))
+			queue_unlink(e, b);
+		pthread_mutex_unlock(&e->lock);
+	}
+	batch_wait_done(b);
+
+	failed = atomic_load_explicit(&b->failed, memory_order_relaxed);
+	b->submitted = false;
+	if (own)
+		atomic_fetch_add(&e->jobs_by_waiters, own);
+	if (failed)
+		atomic_fetch_add(&e->failed_jobs, failed);
+	return (int)failed;
+}
+
+int zf_batch_run(zf_batch *batch, zf_job *jobs, size_t n)
+{
+	TRY(zf_batch_submit(batch, jobs, n));
+	return zf_batch_wait(batch);
+}

@@ -1,0 +1,26 @@
+/*
+ * engine.h - the engine module's internals shared with its unit test.
+ *
+ * A job budget that holds the engine threads, so that a test can queue work and let the
+ * engines take it job by job (queue order is then observable without timing), and the
+ * number of codec contexts made (per-thread context reuse). See engine.c for the design.
+ */
+#ifndef ZF_ENGINE_H
+#define ZF_ENGINE_H
+
+#include "../common/common.h"
+
+/*
+ * Lets the engine threads take at most budget more jobs between them (< 0: no limit, the
+ * default; 0 holds them: queued jobs then run only in their waiters). A budget that is
+ * not 0 wakes every sleeping engine.
+ */
+void engine_set_budget(zf_engines *engines, long budget);
+
+/* What is left of the budget (< 0: no limit). */
+long engine_budget(zf_engines *engines);
+
+/* Codec contexts made so far, by the engine threads and by the batches' waiters. */
+uint64_t engine_contexts_created(zf_engines *engines);
+
+#endif /* ZF_ENGINE_H */
