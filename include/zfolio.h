@@ -230,6 +230,13 @@ typedef struct zf_pool_options {
 	 * turns automatic compaction off. Default 25.
 	 */
 	unsigned compact_threshold_pct;
+	/*
+	 * Empty zspages keep their pages in memory, up to this many pages in all, for the
+	 * next zspages to reuse without page faults (they count in pages_used, as
+	 * warm_pages); zf_pool_compact() gives them back. Default 512 (2 MiB, the largest
+	 * unit); 0 gives every empty zspage's pages back at once.
+	 */
+	uint64_t warm_pages_max;
 } zf_pool_options;
 
 ZF_API void zf_pool_options_init(zf_pool_options *options);
@@ -286,9 +293,13 @@ typedef struct zf_pool_stats {
 	uint64_t mem_used_total; /* pages_used * 4 KiB */
 	uint64_t mem_used_max; /* highest mem_used_total so far */
 	uint64_t pages_compacted; /* pages given back by compaction (explicit and automatic) */
+	uint64_t warm_pages; /* of pages_used, those of empty zspages kept for reuse */
 	uint64_t compactions; /* class compaction passes run */
 	uint64_t meta_bytes; /* the pool's own bookkeeping outside the pages */
 } zf_pool_stats;
+
+/* mem_used_total now, without locks (a counter): for limits checked on every put. */
+ZF_API uint64_t zf_pool_mem_used(zf_pool *pool);
 
 /* A consistent snapshot of each class, summed. */
 ZF_API void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *stats);
@@ -349,14 +360,23 @@ typedef struct zf_batch zf_batch;
 
 enum zf_job_op { ZF_JOB_COMPRESS = 0, ZF_JOB_DECOMPRESS = 1 };
 
+/*
+ * ZF_JOB_CHECKSUM: the engine also computes the XXH3-64 of the compressed bytes (the
+ * output of a compress, the input of a decompress) into checksum, on success, the way
+ * hardware engines return a CRC with their output.
+ */
+#define ZF_JOB_CHECKSUM 1u
+
 typedef struct zf_job {
 	const zf_codec *codec;
 	enum zf_job_op op;
+	unsigned flags; /* ZF_JOB_* */
 	const void *src;
 	size_t src_len;
 	void *dst;
 	size_t dst_cap;
 	int status; /* out: length (> 0) or -errno */
+	uint64_t checksum; /* out, with ZF_JOB_CHECKSUM */
 } zf_job;
 
 #define ZF_ENGINES_MAX 64
@@ -373,6 +393,13 @@ ZF_API void zf_engines_destroy(zf_engines *engines);
 ZF_API unsigned zf_engines_count(const zf_engines *engines);
 
 #define ZF_BATCH_URGENT 1u
+/*
+ * The waiter sleeps instead of running the batch's jobs, when there are engines (with
+ * N = 0 it runs them anyway): for when the engines alone fill the CPUs, and one more
+ * thread would only take turns with them. Such a batch must be waited for before
+ * zf_engines_destroy().
+ */
+#define ZF_BATCH_NO_HELP 2u
 /*
  * A batch handle, reusable for one submit/wait after another; it keeps the codec
  * contexts its waiter uses. Returns 0, -EINVAL (engines or batch NULL, unknown flags) or

@@ -14,8 +14,10 @@
  * zspages are runs of pages carved from 64 MiB arenas (mmap, no huge pages so that
  * returning 4 KiB pages works). Unlike the kernel's, they are contiguous in the address
  * space, so an object that crosses a page boundary is still one range and reads never
- * copy. An emptied zspage gives its pages back (MADV_DONTNEED) at once and keeps its
- * address range on a free list by length, for the next zspage of that length. Address
+ * copy. An emptied zspage keeps its address range on a free list by length, for the next
+ * zspage of that length; its pages stay in memory while the pool's "warm" pages are under
+ * warm_pages_max (a page fault costs more than compressing a page on a VM), and go back
+ * (MADV_DONTNEED) otherwise and at the next zf_pool_compact(). Address
  * space is not returned before the pool is destroyed; memory is.
  *
  * Handles. A handle indexes a table of 64-bit entries (class, zspage id, slot), kept in
@@ -349,7 +351,8 @@ static size_t bitmap_words(uint32_t bits)
 }
 
 /* Sizes zs's bitmap and page arrays for class c and marks every slot free. */
-static int zspage_meta_init(zf_pool *pool, const struct size_class *c, struct zspage *zs)
+static int zspage_meta_init(zf_pool *pool, const struct size_class *c, struct zspage *zs,
+			    const uint8_t *resident)
 {
 	const size_t words = bitmap_words(c->objs);
 	const size_t need = words * 8 + (size_t)c->pages * (sizeof(uint16_t) + 1);
@@ -365,32 +368,85 @@ static int zspage_meta_init(zf_pool *pool, const struct size_class *c, struct zs
 	if (c->objs % 64)
 		zs->free_bits[words - 1] = (1ull << (c->objs % 64)) - 1;
 	memset(zs->page_refs, 0, (size_t)c->pages * sizeof(uint16_t));
-	memset(zs->page_resident, 0, c->pages);
+	if (resident)
+		memcpy(zs->page_resident, resident, c->pages);
+	else
+		memset(zs->page_resident, 0, c->pages);
 	return 0;
 }
 
-/* Returns a zspage struct (with its address range) to the free lists. */
-static void zspage_release(zf_pool *pool, struct zspage *zs)
+static void zspage_meta_free(zf_pool *pool, struct zspage *zs)
 {
-	/* The next class to use the range sizes its own bitmap. */
 	atomic_fetch_sub(&pool->meta_bytes, zs->meta_cap);
 	free(zs->free_bits);
 	zs->free_bits = NULL;
 	zs->meta_cap = 0;
+}
+
+/*
+ * Returns a zspage struct (with its address range) to the free lists: the warm list when
+ * its pages keep their memory (it keeps its page_resident flags, and zs->resident counts
+ * them), else the cold one.
+ */
+static void zspage_release(zf_pool *pool, struct zspage *zs, int warm)
+{
+	/* The next class to use the range sizes its own bitmap. */
+	if (!warm)
+		zspage_meta_free(pool, zs);
 	pthread_mutex_lock(&pool->arena_lock);
-	zs->next = pool->free_zspages[zs->pages];
-	pool->free_zspages[zs->pages] = zs;
+	if (warm) {
+		zs->next = pool->warm_zspages[zs->pages];
+		pool->warm_zspages[zs->pages] = zs;
+	} else {
+		zs->next = pool->free_zspages[zs->pages];
+		pool->free_zspages[zs->pages] = zs;
+	}
 	pthread_mutex_unlock(&pool->arena_lock);
+}
+
+/*
+ * Gives back the memory of every warm zspage (they join the cold list). Returns the
+ * pages given back.
+ */
+static uint64_t warm_release_all(zf_pool *pool)
+{
+	uint64_t given = 0;
+
+	pthread_mutex_lock(&pool->arena_lock);
+	for (uint32_t len = 1; len <= ZPOOL_MAX_ZSPAGE_PAGES; len++) {
+		while (pool->warm_zspages[len]) {
+			struct zspage *zs = pool->warm_zspages[len];
+
+			pool->warm_zspages[len] = zs->next;
+			madvise(zs->base, (size_t)len * ZPOOL_PAGE, MADV_DONTNEED);
+			zspage_meta_free(pool, zs);
+			given += zs->resident;
+			zs->resident = 0;
+			zs->next = pool->free_zspages[len];
+			pool->free_zspages[len] = zs;
+		}
+	}
+	atomic_fetch_sub(&pool->warm_pages, given);
+	atomic_fetch_sub(&pool->pages_used, given);
+	atomic_fetch_add(&pool->warm_released, given);
+	pthread_mutex_unlock(&pool->arena_lock);
+	return given;
 }
 
 /* A zspage for class c, empty, with no memory behind it yet. Caller holds c->lock. */
 static struct zspage *zspage_new(zf_pool *pool, struct size_class *c)
 {
 	struct zspage *zs;
+	uint32_t warm = 0;
+	int ret;
 
 	pthread_mutex_lock(&pool->arena_lock);
-	zs = pool->free_zspages[c->pages];
+	zs = pool->warm_zspages[c->pages];
 	if (zs) {
+		pool->warm_zspages[c->pages] = zs->next;
+		atomic_fetch_sub(&pool->warm_pages, zs->resident);
+		warm = zs->resident;
+	} else if ((zs = pool->free_zspages[c->pages])) {
 		pool->free_zspages[c->pages] = zs->next;
 	} else {
 		uint8_t *base = arena_take(pool, c->pages);
@@ -405,17 +461,35 @@ static struct zspage *zspage_new(zf_pool *pool, struct size_class *c)
 	pthread_mutex_unlock(&pool->arena_lock);
 	if (!zs)
 		return NULL;
-	if (zspage_meta_init(pool, c, zs)) {
-		zspage_release(pool, zs);
+	if (warm) {
+		/* Its pages in memory: keep the flags across the new class's layout. */
+		uint8_t resident[ZPOOL_MAX_ZSPAGE_PAGES];
+
+		memcpy(resident, zs->page_resident, zs->pages);
+		zspage_meta_free(pool, zs);
+		ret = zspage_meta_init(pool, c, zs, resident);
+		if (ret) {
+			/* Its memory goes: nothing describes it any more. */
+			madvise(zs->base, (size_t)zs->pages * ZPOOL_PAGE, MADV_DONTNEED);
+			atomic_fetch_sub(&pool->pages_used, warm);
+		}
+	} else {
+		ret = zspage_meta_init(pool, c, zs, NULL);
+	}
+	if (ret) {
+		zs->resident = 0;
+		zspage_release(pool, zs, 0);
 		return NULL;
 	}
 	zs->prev = zs->next = NULL;
 	zs->class_idx = (uint16_t)c->index;
 	zs->group = 0;
 	zs->inuse = 0;
-	zs->resident = 0;
+	zs->resident = warm;
 	zs->huge_hdr = 0;
 	c->zspages++;
+	/* A warm zspage's pages are counted in pages_used already: now they are the class's. */
+	c->resident_pages += warm;
 	return zs;
 }
 
@@ -433,14 +507,31 @@ static void resident_add(zf_pool *pool, struct size_class *c, struct zspage *zs,
 	}
 }
 
-/* Gives an empty zspage's pages back. Caller holds c->lock; zs is on no list. */
-static void zspage_free(zf_pool *pool, struct size_class *c, struct zspage *zs)
+/*
+ * Frees an empty zspage. Caller holds c->lock; zs is on no list. Compaction gives its
+ * pages back; otherwise (keep_warm) a zspage with pages in memory is kept warm while the warm ones stay within warm_pages_max: the next
+ * zspage of its length takes it without a page fault (a page fault costs more than
+ * compressing a page on a VM, and a store that replaces folios frees and allocates
+ * zspages all the time). Its pages stay in pages_used. Otherwise, and at the next
+ * zf_pool_compact(), the pages go back to the system.
+ */
+static void zspage_free(zf_pool *pool, struct size_class *c, struct zspage *zs, int keep_warm)
 {
+	const uint64_t pages = zs->resident;
+
+	c->zspages--;
+	if (keep_warm && pages &&
+	    atomic_fetch_add(&pool->warm_pages, pages) + pages <= pool->warm_pages_max) {
+		c->resident_pages -= pages;
+		zspage_release(pool, zs, 1);
+		return;
+	}
+	if (keep_warm && pages)
+		atomic_fetch_sub(&pool->warm_pages, pages);
 	if (zs->resident)
 		madvise(zs->base, (size_t)zs->pages * ZPOOL_PAGE, MADV_DONTNEED);
 	resident_add(pool, c, zs, -(int64_t)zs->resident);
-	c->zspages--;
-	zspage_release(pool, zs);
+	zspage_release(pool, zs, 0);
 }
 
 /* Gives back the pages of zs that no object is on. Returns how many. */
@@ -856,7 +947,7 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
 		drain_source(pool, c, src);
 		atomic_store_explicit(&src->pins, 0, memory_order_release);
 		if (src->inuse == 0) {
-			zspage_free(pool, c, src);
+			zspage_free(pool, c, src, 0);
 		} else {
 			group_insert(c, src);
 			/* Not emptied: there was no fuller zspage left to move into. */
@@ -1067,7 +1158,7 @@ static uint64_t spill_class(zf_pool *pool, struct size_class *c)
 		group_insert(c, src);
 	} else {
 		given += src->resident;
-		zspage_free(pool, c, src);
+		zspage_free(pool, c, src, 0);
 	}
 	c->pages_compacted += given;
 	DEBUG_CHECK(pool, c);
@@ -1104,7 +1195,7 @@ size_t zf_pool_compact(zf_pool *pool)
 		if (c)
 			freed += spill_class(pool, c);
 	}
-	return freed;
+	return freed + warm_release_all(pool);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -1116,6 +1207,7 @@ void zf_pool_options_init(zf_pool_options *o)
 	memset(o, 0, sizeof(*o));
 	o->struct_size = sizeof(*o);
 	o->compact_threshold_pct = 25;
+	o->warm_pages_max = ZF_UNIT_MAX / ZPOOL_PAGE;
 }
 
 int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
@@ -1149,6 +1241,7 @@ int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
 	pool->defs = zpool_class_defs(&n);
 	pool->nr_classes = n;
 	pool->compact_threshold_pct = o.compact_threshold_pct;
+	pool->warm_pages_max = o.warm_pages_max;
 	atomic_init(&pool->next_handle, 0);
 	pthread_mutex_init(&pool->grow_lock, NULL);
 	pthread_mutex_init(&pool->arena_lock, NULL);
@@ -1268,7 +1361,7 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 	c->free_handles = handle;
 	if (zs->inuse == 0) {
 		group_remove(c, zs);
-		zspage_free(pool, c, zs);
+		zspage_free(pool, c, zs, 1);
 	} else {
 		regroup(c, zs);
 	}
@@ -1373,6 +1466,11 @@ int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *
 	return 0;
 }
 
+uint64_t zf_pool_mem_used(zf_pool *pool)
+{
+	return atomic_load_explicit(&pool->pages_used, memory_order_relaxed) * ZPOOL_PAGE;
+}
+
 void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -1389,6 +1487,9 @@ void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
 		s->compactions += c->compactions;
 		pthread_mutex_unlock(&c->lock);
 	}
+	s->warm_pages = atomic_load(&pool->warm_pages);
+	s->pages_used += s->warm_pages;
+	s->pages_compacted += atomic_load(&pool->warm_released);
 	s->mem_used_total = s->pages_used * ZPOOL_PAGE;
 	/*
 	 * The classes are summed one after another, so with other threads allocating the

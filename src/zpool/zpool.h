@@ -111,12 +111,16 @@ struct zf_pool {
 	_Atomic(struct zspage *) *zspage_chunks;
 	uint32_t nr_zspage_structs;
 	struct zspage *free_zspages[ZPOOL_MAX_ZSPAGE_PAGES + 1]; /* by length: pages returned */
+	struct zspage *warm_zspages[ZPOOL_MAX_ZSPAGE_PAGES + 1]; /* by length: pages kept */
 	uint8_t *arena_cur;
 	size_t arena_left;
 	void **arenas;
 	size_t nr_arenas, arenas_cap;
 
 	atomic_uint_fast64_t pages_used, mem_used_max, meta_bytes;
+	/* Pages of empty zspages kept in memory (in pages_used), their limit, and given back. */
+	atomic_uint_fast64_t warm_pages, warm_released;
+	uint64_t warm_pages_max;
 };
 
 /* The class table: built once, the same for every pool. */

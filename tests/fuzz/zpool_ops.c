@@ -464,11 +464,13 @@ NO_COVERAGE static void check_state(int full)
 			n--;
 		}
 	}
-	CHECK(used == s.objects && pages == s.pages_used,
-	      "%s add up to %llu objects in %llu pages, stats say %llu in %llu",
+	CHECK(used == s.objects && pages + s.warm_pages == s.pages_used,
+	      "%s add up to %llu objects in %llu pages (+ %llu warm), stats say %llu in %llu",
 	      full ? "the class lines" : "the lines of the classes in use",
-	      (unsigned long long)used, (unsigned long long)pages, (unsigned long long)s.objects,
-	      (unsigned long long)s.pages_used);
+	      (unsigned long long)used, (unsigned long long)pages, (unsigned long long)s.warm_pages,
+	      (unsigned long long)s.objects, (unsigned long long)s.pages_used);
+	CHECK(s.warm_pages <= ZF_UNIT_MAX / ZF_PAGE_SIZE, "%llu warm pages, over the default limit",
+	      (unsigned long long)s.warm_pages);
 	if (s.compactions != R.last.compactions && !R.swept)
 		sweep(1);
 	else if (++R.since_sweep >= LIGHT_SWEEP_EVERY)
@@ -1103,7 +1105,13 @@ int zpool_ops_run(const uint8_t *data, size_t size)
 	}
 	check_state(1);
 	s = check_totals("with no objects");
-	CHECK(s.pages_used == 0, "no objects, %llu pages still used",
+	/* Only the empty zspages kept warm for reuse hold pages; compaction returns them. */
+	CHECK(s.pages_used == s.warm_pages, "no objects, %llu pages still used, %llu warm",
+	      (unsigned long long)s.pages_used, (unsigned long long)s.warm_pages);
+	CHECK(compact_checked() == s.warm_pages, "compact of an empty pool gave back %s",
+	      "other than its warm pages");
+	s = check_totals("with no objects, compacted");
+	CHECK(s.pages_used == 0 && s.warm_pages == 0, "compacted, %llu pages still used",
 	      (unsigned long long)s.pages_used);
 	CHECK(zf_pool_compact(R.pool) == 0, "compact of an empty pool gave pages back");
 	zf_pool_destroy(R.pool);

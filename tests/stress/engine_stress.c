@@ -39,18 +39,7 @@
 #include <unistd.h>
 
 #include "zfolio.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-	__has_feature(memory_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#include "stress.h"
 
 #define DEFAULT_THREADS 4
 #define DEFAULT_ITER (SANITIZED ? 200 : 600)
@@ -409,14 +398,6 @@ static void *stats_main(void *arg)
 		usleep(200);
 	}
 	return NULL;
-}
-
-static unsigned long long arg_or_env(int argc, char **argv, int i, const char *env,
-				     unsigned long long def)
-{
-	const char *v = argc > i ? argv[i] : getenv(env);
-
-	return v && *v ? strtoull(v, NULL, 0) : def;
 }
 
 int main(int argc, char **argv)

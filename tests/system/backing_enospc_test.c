@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "backing/backing.h"
+#include "tinyfs.h"
 
 enum { PASS = 0, FAIL = 1, SKIP = 77 };
 
@@ -32,9 +33,6 @@ enum { PASS = 0, FAIL = 1, SKIP = 77 };
 #define BATCH 3u
 #define OBJ_MIN 3000u
 #define OBJ_MAX 20000u
-
-static char dir[64];
-static volatile sig_atomic_t mounted;
 
 #define CHECK(cond, ...)                                                                           \
 	do {                                                                                       \
@@ -47,31 +45,9 @@ static volatile sig_atomic_t mounted;
 		}                                                                                  \
 	} while (0)
 
-static void cleanup(void)
-{
-	if (mounted && umount2(dir, 0) < 0)
-		umount2(dir, MNT_DETACH);
-	mounted = 0;
-	rmdir(dir);
-}
-
-static void on_fatal(int sig)
-{
-	cleanup(); /* umount2 and rmdir are async-signal-safe */
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
 static uint8_t pattern(unsigned obj, uint32_t i)
 {
 	return (uint8_t)((obj * 2654435761u + i * 40503u) >> 13);
-}
-
-static uint64_t free_bytes(void)
-{
-	struct statvfs sv;
-
-	return statvfs(dir, &sv) == 0 ? (uint64_t)sv.f_bfree * sv.f_frsize : 0;
 }
 
 /* Fills the filesystem through one backing in the given mode; returns PASS/FAIL/SKIP. */
@@ -82,14 +58,14 @@ static int run(int mode, const char *name)
 	uint32_t len[MAX_OBJS];
 	unsigned nobj = 0, nok = 0, nfail = 0, full_batches = 0;
 	int ok[MAX_OBJS];
-	const uint64_t free_before = free_bytes();
+	const uint64_t free_before = tinyfs_free_bytes();
 	struct backing_options o;
 	struct backing_stats st;
 	struct backing *b = NULL;
 	int ret = PASS;
 
 	backing_options_init(&o);
-	o.path = dir;
+	o.path = tinyfs_dir;
 	o.max_bytes = 16 * FS_BYTES; /* far more than the filesystem holds */
 	o.io_mode = mode;
 	o.queue_depth = 4;
@@ -142,7 +118,7 @@ static int run(int mode, const char *name)
 	backing_get_stats(b, &st);
 	printf("%s: %u objects (%" PRIu64 " bytes) written, %u writes failed with ENOSPC, "
 	       "%" PRIu64 " bytes free left\n",
-	       name, nok, bytes_ok, nfail, free_bytes());
+	       name, nok, bytes_ok, nfail, tinyfs_free_bytes());
 	CHECK(nok > 0, "nothing could be written");
 	CHECK(bytes_ok <= FS_BYTES, "wrote %" PRIu64 " bytes on a %u-byte filesystem", bytes_ok,
 	      FS_BYTES);
@@ -177,8 +153,8 @@ static int run(int mode, const char *name)
 	CHECK(st.slots_used == 0, "%" PRIu64 " slots still used", st.slots_used);
 	backing_close(b);
 	b = NULL;
-	CHECK(free_bytes() == free_before, "close gave back %" PRIu64 " of %" PRIu64 " bytes",
-	      free_bytes(), free_before);
+	CHECK(tinyfs_free_bytes() == free_before,
+	      "close gave back %" PRIu64 " of %" PRIu64 " bytes", tinyfs_free_bytes(), free_before);
 	ret = PASS;
 out:
 	backing_close(b);
@@ -187,37 +163,17 @@ out:
 
 int main(void)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGSEGV, SIGBUS, SIGABRT };
-	char opts[64];
 	int ret, r;
 
-	if (geteuid() != 0) {
-		printf("not root: skipped\n");
-		return SKIP;
-	}
-	/* A private mount namespace, if we may: the mount dies with the process. */
-	if (unshare(CLONE_NEWNS) == 0 && mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		fprintf(stderr, "warning: cannot make mounts private: %s\n", strerror(errno));
-	snprintf(dir, sizeof(dir), "/tmp/zf-enospc-XXXXXX");
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return FAIL;
-	}
-	for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		signal(sigs[i], on_fatal);
-	snprintf(opts, sizeof(opts), "size=%u,mode=0700", FS_BYTES);
-	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0) {
-		printf("mount tmpfs: %s: skipped\n", strerror(errno));
-		cleanup();
-		return SKIP;
-	}
-	mounted = 1;
+	ret = tinyfs_mount("enospc", FS_BYTES);
+	if (ret)
+		return ret;
 
 	ret = run(BACKING_IO_SYNC, "pread/pwrite");
 	r = run(BACKING_IO_URING, "io_uring");
 	if (r == FAIL)
 		ret = FAIL;
-	cleanup();
+	tinyfs_cleanup();
 	printf("%s\n", ret == PASS ? "PASS" : "FAIL");
 	return ret;
 }

@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include <xxhash.h>
+
 #include "zfolio.h"
 #include "../../src/engine/engine.h"
 #include "testutil.h"
@@ -298,7 +300,7 @@ static void test_bad_arguments(void **state)
 	e = new_engines(1);
 	assert_int_equal(zf_batch_create(NULL, 0, &b), -EINVAL);
 	assert_int_equal(zf_batch_create(e, 0, NULL), -EINVAL);
-	assert_int_equal(zf_batch_create(e, 2, &b), -EINVAL);
+	assert_int_equal(zf_batch_create(e, 4, &b), -EINVAL);
 	assert_null(b);
 	b = new_batch(e, ZF_BATCH_URGENT);
 	assert_int_equal(zf_batch_submit(NULL, &job, 1), -EINVAL);
@@ -323,6 +325,55 @@ static void test_bad_arguments(void **state)
 	zf_engines_destroy(NULL);
 	zf_batch_destroy(b);
 	zf_engines_destroy(e);
+}
+
+/*
+ * ZF_BATCH_NO_HELP: with engines, the waiter runs none of the jobs (they all count as the
+ * engines'); with none, it runs them all. Checksums come with the output on request.
+ */
+static void test_no_help_and_checksum(void **state)
+{
+	enum { N = 16, UNIT = 65536 };
+	uint8_t *src = malloc(N * UNIT), *dst = malloc(N * UNIT);
+	const zf_codec *codec;
+	zf_job jobs[N];
+	zf_engines_stats st;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_int_equal(zf_codec_find("lz4", &codec), 0);
+	fill_mixed(src, N * UNIT, 7);
+	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
+		zf_engines *e = new_engines(n_engines);
+		zf_batch *b = new_batch(e, ZF_BATCH_NO_HELP);
+
+		for (int i = 0; i < N; i++)
+			jobs[i] = (zf_job){ .codec = codec,
+					    .op = ZF_JOB_COMPRESS,
+					    .flags = i % 2 ? ZF_JOB_CHECKSUM : 0,
+					    .src = src + (size_t)i * UNIT,
+					    .src_len = UNIT,
+					    .dst = dst + (size_t)i * UNIT,
+					    .dst_cap = UNIT - 1 };
+		assert_int_equal(zf_batch_run(b, jobs, N), 0);
+		for (int i = 0; i < N; i++) {
+			assert_true(jobs[i].status > 0);
+			if (i % 2)
+				assert_true(jobs[i].checksum ==
+					    XXH3_64bits(jobs[i].dst, (size_t)jobs[i].status));
+			else
+				assert_true(jobs[i].checksum == 0);
+		}
+		zf_engines_get_stats(e, &st);
+		assert_int_equal(st.jobs, N);
+		assert_int_equal(st.jobs_by_waiters, n_engines ? 0 : N);
+		assert_int_equal(st.jobs_by_engines, n_engines ? N : 0);
+		zf_batch_destroy(b);
+		zf_engines_destroy(e);
+	}
+	free(src);
+	free(dst);
 }
 
 static void test_batch_reuse(void **state)
@@ -749,6 +800,7 @@ int main(void)
 		cmocka_unit_test(test_job_status),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_batch_reuse),
+		cmocka_unit_test(test_no_help_and_checksum),
 		cmocka_unit_test(test_urgent_first),
 		cmocka_unit_test(test_urgent_from_thread),
 		cmocka_unit_test(test_destroy_with_work),

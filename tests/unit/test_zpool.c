@@ -189,7 +189,13 @@ static void test_every_class(void **state)
 	zf_pool_get_stats(pool, &st);
 	assert_int_equal(st.objects, 0);
 	assert_int_equal(st.compr_data_size, 0);
+	/* Empty zspages keep up to warm_pages_max pages for reuse; compaction returns them. */
+	assert_int_equal(st.pages_used, st.warm_pages);
+	assert_true(st.warm_pages > 0 && st.warm_pages <= ZF_UNIT_MAX / ZF_PAGE_SIZE);
+	assert_int_equal(zf_pool_compact(pool), st.warm_pages);
+	zf_pool_get_stats(pool, &st);
 	assert_int_equal(st.pages_used, 0);
+	assert_int_equal(st.warm_pages, 0);
 	assert_true(st.mem_used_max > 0);
 	check_all_classes(pool);
 	free(h);
