@@ -435,6 +435,168 @@ typedef struct zf_engines_stats {
 /* Fills *stats (zeros for NULL engines). */
 ZF_API void zf_engines_get_stats(zf_engines *engines, zf_engines_stats *stats);
 
+/* ---------------------------------------------------------------------------------- */
+/* Store: zfolio's zswap                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A zf_store keeps memory that was paged out: it maps a key (an owner id, and the index
+ * of a 4 KiB page in the owner's memory) to a stored unit: a compressed object in a
+ * zf_pool, a same-filled value (no pool memory), or, once written back, slots of a
+ * backing file. It is what a region swaps to, and where the large-folio question is
+ * answered: a folio is stored either page by page (split mode, as Linux zswap does) or
+ * as units of a fixed size compressed whole (unit mode, zsmalloc/zram multi-page).
+ *
+ * Keys and units. A put stores a folio of len bytes (a power of two, 4 KiB to 2 MiB) at
+ * page index (a multiple of len / 4 KiB). It is cut into units of min(len, unit) bytes
+ * (unit: 4 KiB in split mode), each one entry keyed by its first page. A put over keys
+ * that are stored already replaces them. A folio is stored whole or not at all.
+ *
+ * Thread safety: a zf_store is safe from any thread. A get decompresses in the calling
+ * thread (a wakeup costs more than decompressing a 64 KiB unit); puts compress on the
+ * store's engines when it has any, the calling thread helping.
+ */
+typedef struct zf_store zf_store;
+
+enum zf_store_when_full {
+	ZF_STORE_REJECT =
+		0, /* refuse puts (-ENOSPC) until the pool is under the accept threshold */
+	ZF_STORE_WRITEBACK = 1, /* write the oldest entries back to the backing file first */
+};
+
+typedef struct zf_store_options {
+	size_t struct_size; /* sizeof(zf_store_options), set by zf_store_options_init() */
+	const char *codec; /* a codec name (zf_codec_find); default "lz4" */
+	/* 0: split mode; else unit mode with this unit, a power of two 8 KiB..2 MiB. */
+	uint32_t unit;
+	unsigned engines; /* compression engines (threads), 0..ZF_ENGINES_MAX; default 0 */
+	/*
+	 * Pool limit, zswap's max_pool_percent as bytes: when the pool's pages reach it,
+	 * pool_limit_hit counts and the store is full until the pool is back under
+	 * accept_threshold_pct of it (zswap's accept_threshold_percent, default 90).
+	 * 0: no limit (the default).
+	 */
+	uint64_t max_pool_bytes;
+	unsigned accept_threshold_pct;
+	enum zf_store_when_full when_full;
+	/*
+	 * A unit that compresses to incompressible_pct % of its size or more is
+	 * incompressible (default 100: it did not get smaller). It is stored raw (counted
+	 * in stored_incompressible_pages), or, with reject_incompressible, the put fails
+	 * with -E2BIG (reject_compress_poor).
+	 */
+	unsigned incompressible_pct;
+	int reject_incompressible;
+	int verify; /* decompress and compare every unit after compressing it (IAA's verify_compress) */
+	/*
+	 * The backing file for writeback: a directory (an unnamed file in it, the
+	 * recommended form) or a file path; NULL: no backing tier. backing_bytes: its size
+	 * limit (default 1 GiB).
+	 */
+	const char *backing_path;
+	uint64_t backing_bytes;
+} zf_store_options;
+
+ZF_API void zf_store_options_init(zf_store_options *options);
+/*
+ * Makes a store. Returns 0, -EINVAL (a bad option), -ENOENT/-ENOTSUP (codec), -ENOMEM,
+ * or the error of opening the backing file.
+ */
+ZF_API int zf_store_create(const zf_store_options *options, zf_store **store);
+ZF_API void zf_store_destroy(zf_store *store);
+
+/*
+ * Stores the folio of len bytes at folio, for pages index .. index + len / 4 KiB - 1 of
+ * owner. Returns 0, or (nothing stored, the keys keep what they had):
+ *   -EINVAL  len not a power of two in 4 KiB..2 MiB, index not a multiple of its pages;
+ *   -ENOSPC  the pool is full (reject policy, or writeback could not make room);
+ *   -E2BIG   a unit did not compress and reject_incompressible is set;
+ *   -EIO     verify found a unit that did not decompress to itself;
+ *   -ENOMEM  the pool or the store could not allocate (reject_alloc_fail).
+ */
+ZF_API int zf_store_put(zf_store *store, uint32_t owner, uint64_t index, const void *folio,
+			size_t len);
+
+/*
+ * Reads back len bytes at page index of owner into dst: a whole unit (len its size,
+ * index its first page: decompressed once), or one page of it (len 4096: a multi-page
+ * unit is decompressed whole into a scratch buffer and the page copied out, counted in
+ * partial_loads). The entry stays; zf_store_invalidate() drops it. Returns 0, or:
+ *   -ENOENT  no unit of that size holds the page (see zf_store_unit_size);
+ *   -EINVAL  len neither 4096 nor the unit's size, or index not its first page;
+ *   -EBADMSG the stored bytes fail their checksum or do not decompress (decompress_fail);
+ *   -EIO     reading the backing file failed (the entry stays, for a retry).
+ */
+ZF_API int zf_store_get(zf_store *store, uint32_t owner, uint64_t index, void *dst, size_t len);
+
+/* The size of the unit that holds page index of owner, and its first page in *first
+ * (if not NULL); -ENOENT if none does. */
+ZF_API long zf_store_unit_size(zf_store *store, uint32_t owner, uint64_t index, uint64_t *first);
+
+/*
+ * Drops every unit that holds a page of index .. index + pages - 1 (whole units: the
+ * other pages of a multi-page unit go too). Returns the number of units dropped.
+ */
+ZF_API long zf_store_invalidate(zf_store *store, uint32_t owner, uint64_t index, uint64_t pages);
+
+/*
+ * Writes back the oldest stored units until at least bytes of compressed data have left
+ * the pool. Returns the pages written back (>= 0, 0 when nothing is left to write), or
+ * -ENODEV (no backing file). An I/O error or a full backing file stops it early and
+ * leaves every unit it could not write where it was (counted in bd_write_errors); when
+ * not one unit could be written, it returns that error (-EIO, -ENOSPC, -ENOMEM).
+ */
+ZF_API long zf_store_writeback(zf_store *store, uint64_t bytes);
+
+/*
+ * Compacts the pool (zf_pool_compact): the store never compacts on its own except when
+ * the pool is full. Returns the pages given back.
+ */
+ZF_API long zf_store_compact(zf_store *store);
+
+/* Unit sizes, for the per-size counters: 4 KiB << order, order 0..9. */
+#define ZF_STORE_ORDERS 10
+
+/* The counters, named as the kernel names them. "pages" are 4 KiB pages. */
+typedef struct zf_store_stats {
+	uint64_t zswpout; /* pages stored */
+	uint64_t zswpin; /* pages read back (a partial load: one page) */
+	uint64_t stored_pages; /* pages held now, in any form */
+	uint64_t same_filled_pages; /* of which same-filled (no pool memory) */
+	uint64_t stored_incompressible_pages; /* of which raw in the pool */
+	uint64_t written_back_pages; /* of which in the backing file */
+	uint64_t written_back_total; /* pages ever written back */
+	uint64_t orig_data_size; /* bytes held now, uncompressed */
+	uint64_t compr_data_size; /* their stored bytes (pool and backing file) */
+	uint64_t pool_total_size; /* bytes of the pool's pages (= mem_used_total) */
+	uint64_t mem_used_total, mem_used_max, pages_compacted; /* the pool's */
+	uint64_t warm_pages; /* of the pool's pages, those kept for reuse (zf_pool_stats) */
+	uint64_t reject_compress_poor; /* units refused as incompressible */
+	uint64_t reject_compress_fail; /* units whose compression failed or did not verify */
+	uint64_t reject_alloc_fail; /* puts refused for lack of memory */
+	uint64_t reject_pool_full; /* puts refused because the pool was full */
+	uint64_t pool_limit_hit; /* times the pool reached max_pool_bytes */
+	uint64_t decompress_fail; /* gets that found a bad checksum or did not decompress */
+	uint64_t partial_loads; /* gets of one page out of a multi-page unit */
+	uint64_t invalidates; /* units dropped */
+	uint64_t bd_reads, bd_writes; /* backing file: units read back, written */
+	uint64_t bd_read_errors, bd_write_errors;
+	uint64_t zswpout_units[ZF_STORE_ORDERS]; /* units stored, by size */
+	uint64_t swpin_units[ZF_STORE_ORDERS]; /* whole units read back, by size */
+	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* partial loads, by the unit's size */
+} zf_store_stats;
+
+/* A consistent snapshot: every counter a put or get changes moves together. */
+ZF_API void zf_store_get_stats(zf_store *store, zf_store_stats *stats);
+
+/*
+ * The counters as text, one "name value" line each, like /proc/vmstat (per-size ones as
+ * zswpout_64k, swpin_64k, swpin_fallback_64k, for the sizes seen). Writes at most cap
+ * bytes (NUL-terminated when cap > 0); returns the length the whole text needs, like
+ * snprintf.
+ */
+ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,1310 @@
+/*
+ * store.c - zfolio's zswap: the index from (owner, page) to stored units.
+ *
+ * Entries. A put cuts its folio into units (4 KiB in split mode, the store's unit in unit
+ * mode, never more than the folio) and makes one entry per unit, keyed by (owner, first
+ * page). An entry says where the unit is: a zf_pool handle (compressed, or raw when it
+ * did not compress), a same-filled value (no memory at all), or a run of backing-file
+ * slots after writeback; with its stored length, codec, size, xxh3 checksum of the
+ * stored bytes, and its place in the LRU.
+ *
+ * The table is a hash of chained buckets in STORE_SHARDS shards, each with its own lock,
+ * so puts and gets of different keys rarely meet. A lookup takes a reference on the entry
+ * under the shard lock and reads the object without it. The table holds one reference;
+ * the last one to go frees the object (pool handle or backing slots), so an
+ * invalidation never pulls an object from under a reader. What an entry points at changes
+ * in one place only, writeback, and only when nobody but the writeback holds it (checked
+ * under the shard lock, where references are taken), so a reader's snapshot stays valid.
+ *
+ * The folio rule (DESIGN.md: stored whole or not at all): a put compresses and allocates
+ * every unit before it touches the table; if any unit fails, what it allocated is freed
+ * and the keys keep what they had. Limits are checked once per folio, and the counters
+ * move once per folio, under one lock that zf_store_get_stats() also takes: a snapshot
+ * never shows half a folio.
+ *
+ * Engines. A put submits its units as one batch (zf_batch) and waits; with engines the
+ * units compress in parallel, the caller helping; with none, in the caller. A get never
+ * goes through the engines: it decompresses in its own thread, so it never waits behind
+ * a 2 MiB folio's compressions (the lesson of the Linux IAA batching series).
+ *
+ * Limits follow zswap: when the pool's pages reach max_pool_bytes, pool_limit_hit counts
+ * and the store is "full"; it accepts again once the pool is back under
+ * accept_threshold_pct of the limit. Full, it rejects, or first writes the oldest entries
+ * back to the backing file (LRU order: the order they were stored).
+ *
+ * Lock order: shard lock, then lru_lock, then stats_lock. Writeback takes an entry off
+ * the LRU under lru_lock alone (with a reference) and then its shard lock.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "../backing/backing.h"
+#include "../common/common.h"
+#include "store.h"
+
+#define STORE_PAGE ZF_PAGE_SIZE
+#define STORE_SHARDS 64u
+#define STORE_MIN_BUCKETS 64u
+#define STORE_CACHED_CTX 16u /* put/get working sets kept for reuse */
+#define WRITEBACK_BATCH 32u
+
+enum entry_kind { ENTRY_POOL = 0, ENTRY_SAME = 1, ENTRY_BACKING = 2 };
+
+#define ENTRY_RAW 1u /* stored uncompressed */
+#define ENTRY_WRITEBACK 2u /* a writeback is copying it */
+#define ENTRY_DEAD 4u /* out of the table */
+
+struct entry {
+	struct entry *hnext; /* bucket chain */
+	struct entry *lru_prev, *lru_next;
+	uint64_t index; /* first page */
+	uint32_t owner;
+	uint32_t clen; /* stored bytes (0 when same-filled) */
+	uint64_t where; /* pool handle, same-filled value, or first backing slot */
+	uint64_t checksum; /* xxh3 of the stored bytes */
+	const zf_codec *codec;
+	uint8_t kind;
+	uint8_t order; /* the unit is STORE_PAGE << order */
+	uint8_t flags;
+	uint8_t on_lru;
+	atomic_uint refs;
+};
+
+struct shard {
+	pthread_mutex_t lock;
+	struct entry **buckets;
+	size_t nbuckets, count;
+};
+
+/* What a put or a get works with; kept on a stack for the next caller. */
+struct workset {
+	struct workset *next;
+	zf_batch *batch[2]; /* a put's two halves */
+	zf_codec_ctx *ctx; /* a get's decompressor, a verify's */
+	uint8_t *
+		buf; /* ZF_UNIT_MAX: a put's compressed units; a get's read from the backing file */
+	uint8_t *check; /* ZF_UNIT_MAX: verify's and partial loads' scratch */
+	zf_job jobs[ZF_UNIT_MAX / STORE_PAGE];
+};
+
+/* The counters that move under stats_lock (the pool's and the backing's are read live). */
+struct counters {
+	uint64_t zswpout, zswpin, stored_pages, same_filled_pages, stored_incompressible_pages;
+	uint64_t written_back_pages, written_back_total, orig_data_size, compr_data_size;
+	uint64_t reject_compress_poor, reject_compress_fail, reject_alloc_fail, reject_pool_full;
+	uint64_t pool_limit_hit, decompress_fail, partial_loads, invalidates;
+	uint64_t bd_reads, bd_writes, bd_read_errors, bd_write_errors;
+	uint64_t zswpout_units[ZF_STORE_ORDERS], swpin_units[ZF_STORE_ORDERS];
+	uint64_t swpin_fallback[ZF_STORE_ORDERS];
+};
+
+struct zf_store {
+	zf_store_options o;
+	const zf_codec *codec;
+	uint32_t unit; /* STORE_PAGE in split mode */
+	uint32_t unit_order;
+	zf_pool *pool;
+	zf_engines *engines;
+	unsigned batch_flags; /* ZF_BATCH_NO_HELP when the engines fill the CPUs */
+	struct backing *backing;
+
+	struct shard shards[STORE_SHARDS];
+
+	pthread_mutex_t lru_lock;
+	struct entry *lru_head, *lru_tail; /* head: newest */
+
+	pthread_mutex_t ws_lock;
+	struct workset *ws_free;
+	unsigned ws_cached;
+
+	pthread_mutex_t stats_lock;
+	struct counters n;
+	int full; /* zswap's zswap_pool_reached_full; under stats_lock */
+	atomic_uint_fast64_t pool_frees, frees_at_compact; /* see admit() */
+};
+
+/* -------------------------------------------------------------------------------- */
+/* Worksets                                                                         */
+/* -------------------------------------------------------------------------------- */
+
+static void workset_destroy(struct workset *w)
+{
+	if (!w)
+		return;
+	zf_batch_destroy(w->batch[0]);
+	zf_batch_destroy(w->batch[1]);
+	zf_codec_ctx_destroy(w->ctx);
+	free(w->buf);
+	free(w->check);
+	free(w);
+}
+
+static struct workset *workset_get(zf_store *s)
+{
+	struct workset *w;
+
+	pthread_mutex_lock(&s->ws_lock);
+	w = s->ws_free;
+	if (w) {
+		s->ws_free = w->next;
+		s->ws_cached--;
+	}
+	pthread_mutex_unlock(&s->ws_lock);
+	if (w)
+		return w;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->buf = malloc(ZF_UNIT_MAX);
+	w->check = malloc(ZF_UNIT_MAX);
+	if (!w->buf || !w->check || zf_batch_create(s->engines, s->batch_flags, &w->batch[0]) ||
+	    zf_batch_create(s->engines, s->batch_flags, &w->batch[1]) ||
+	    zf_codec_ctx_create(s->codec, &w->ctx)) {
+		workset_destroy(w);
+		return NULL;
+	}
+	return w;
+}
+
+static void workset_put(zf_store *s, struct workset *w)
+{
+	pthread_mutex_lock(&s->ws_lock);
+	if (s->ws_cached < STORE_CACHED_CTX) {
+		w->next = s->ws_free;
+		s->ws_free = w;
+		s->ws_cached++;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&s->ws_lock);
+	workset_destroy(w);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* The table                                                                        */
+/* -------------------------------------------------------------------------------- */
+
+static uint64_t key_hash(uint32_t owner, uint64_t index)
+{
+	uint64_t h = index * 0x9e3779b97f4a7c15ull ^ (uint64_t)owner * 0xc2b2ae3d27d4eb4full;
+
+	return h ^ (h >> 29);
+}
+
+static struct shard *shard_of(zf_store *s, uint64_t hash)
+{
+	return &s->shards[hash % STORE_SHARDS];
+}
+
+static struct entry **bucket_of(struct shard *sh, uint64_t hash)
+{
+	return &sh->buckets[(hash / STORE_SHARDS) & (sh->nbuckets - 1)];
+}
+
+/* The entry of (owner, index), or NULL. Caller holds the shard lock. */
+static struct entry *table_find(struct shard *sh, uint64_t hash, uint32_t owner, uint64_t index)
+{
+	for (struct entry *e = *bucket_of(sh, hash); e; e = e->hnext) {
+		if (e->index == index && e->owner == owner)
+			return e;
+	}
+	return NULL;
+}
+
+/* Doubles the buckets when the chains grow long; failing to is harmless. */
+static void table_grow(struct shard *sh)
+{
+	const size_t n = sh->nbuckets * 2;
+	struct entry **b;
+
+	if (sh->count < sh->nbuckets)
+		return;
+	b = calloc(n, sizeof(*b));
+	if (!b)
+		return;
+	for (size_t i = 0; i < sh->nbuckets; i++) {
+		struct entry *e = sh->buckets[i];
+
+		while (e) {
+			struct entry *next = e->hnext;
+			struct entry **to =
+				&b[(key_hash(e->owner, e->index) / STORE_SHARDS) & (n - 1)];
+
+			e->hnext = *to;
+			*to = e;
+			e = next;
+		}
+	}
+	free(sh->buckets);
+	sh->buckets = b;
+	sh->nbuckets = n;
+}
+
+static void table_unlink(struct shard *sh, uint64_t hash, struct entry *e)
+{
+	struct entry **p = bucket_of(sh, hash);
+
+	while (*p != e)
+		p = &(*p)->hnext;
+	*p = e->hnext;
+	sh->count--;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* LRU (lru_lock)                                                                   */
+/* -------------------------------------------------------------------------------- */
+
+static void lru_add(zf_store *s, struct entry *e)
+{
+	e->lru_prev = NULL;
+	e->lru_next = s->lru_head;
+	if (s->lru_head)
+		s->lru_head->lru_prev = e;
+	else
+		s->lru_tail = e;
+	s->lru_head = e;
+	e->on_lru = 1;
+}
+
+static void lru_del(zf_store *s, struct entry *e)
+{
+	if (!e->on_lru)
+		return;
+	if (e->lru_prev)
+		e->lru_prev->lru_next = e->lru_next;
+	else
+		s->lru_head = e->lru_next;
+	if (e->lru_next)
+		e->lru_next->lru_prev = e->lru_prev;
+	else
+		s->lru_tail = e->lru_prev;
+	e->lru_prev = e->lru_next = NULL;
+	e->on_lru = 0;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Entries                                                                          */
+/* -------------------------------------------------------------------------------- */
+
+/* Frees a pool object, counting the frees a full store's compaction may make use of. */
+static void pool_free(zf_store *s, uint64_t handle)
+{
+	zf_pool_free(s->pool, handle);
+	atomic_fetch_add_explicit(&s->pool_frees, 1, memory_order_relaxed);
+}
+
+static uint32_t entry_pages(const struct entry *e)
+{
+	return 1u << e->order;
+}
+
+/* Drops a reference; the last one frees the object and the entry. */
+static void entry_put(zf_store *s, struct entry *e)
+{
+	if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (e->kind == ENTRY_POOL)
+		pool_free(s, e->where);
+	else if (e->kind == ENTRY_BACKING)
+		backing_free(s->backing, e->where, e->clen);
+	free(e);
+}
+
+/*
+ * What an entry adds to the counters (sign +1) or takes from them (-1) while it is in
+ * the table, into n (the store's, under stats_lock, or a delta to add to them later).
+ */
+static void count_entry(struct counters *n, const struct entry *e, int sign)
+{
+	const uint64_t pages = entry_pages(e);
+
+	n->stored_pages += sign * pages;
+	n->orig_data_size += sign * pages * STORE_PAGE;
+	n->compr_data_size += sign * (uint64_t)e->clen;
+	if (e->kind == ENTRY_SAME)
+		n->same_filled_pages += sign * pages;
+	if (e->flags & ENTRY_RAW)
+		n->stored_incompressible_pages += sign * pages;
+	if (e->kind == ENTRY_BACKING)
+		n->written_back_pages += sign * pages;
+}
+
+/* Adds a delta made by count_entry() and friends to the store's counters. */
+static void counters_add(zf_store *s, const struct counters *d)
+{
+	uint64_t *to = (uint64_t *)(void *)&s->n;
+	const uint64_t *from = (const uint64_t *)(const void *)d;
+
+	pthread_mutex_lock(&s->stats_lock);
+	for (size_t i = 0; i < sizeof(*d) / sizeof(uint64_t); i++)
+		to[i] += from[i];
+	pthread_mutex_unlock(&s->stats_lock);
+}
+
+/*
+ * Takes e out of the table (caller holds its shard lock) and off the LRU; the caller
+ * uncounts it and drops the table's reference.
+ */
+static void entry_remove(zf_store *s, struct shard *sh, uint64_t hash, struct entry *e)
+{
+	table_unlink(sh, hash, e);
+	e->flags |= ENTRY_DEAD;
+	pthread_mutex_lock(&s->lru_lock);
+	lru_del(s, e);
+	pthread_mutex_unlock(&s->lru_lock);
+}
+
+/* What a reader needs of an entry, copied under the shard lock. */
+struct entry_view {
+	uint64_t index, where, checksum;
+	uint32_t clen;
+	uint8_t kind, order, raw;
+};
+
+/*
+ * Finds the unit that holds page index of owner and takes a reference on it: the unit
+ * at the page's alignment for each size the store can hold, the largest first. The view
+ * stays true while the reference is held (writeback switches only unread entries).
+ */
+static struct entry *entry_lookup(zf_store *s, uint32_t owner, uint64_t index, struct entry_view *v)
+{
+	for (int order = (int)s->unit_order; order >= 0; order--) {
+		const uint64_t first = index & ~(((uint64_t)1 << order) - 1);
+		const uint64_t hash = key_hash(owner, first);
+		struct shard *sh = shard_of(s, hash);
+		struct entry *e;
+
+		pthread_mutex_lock(&sh->lock);
+		e = table_find(sh, hash, owner, first);
+		if (e && e->order == order) {
+			atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+			*v = (struct entry_view){ .index = e->index,
+						  .where = e->where,
+						  .checksum = e->checksum,
+						  .clen = e->clen,
+						  .kind = e->kind,
+						  .order = e->order,
+						  .raw = (e->flags & ENTRY_RAW) != 0 };
+			pthread_mutex_unlock(&sh->lock);
+			return e;
+		}
+		pthread_mutex_unlock(&sh->lock);
+	}
+	return NULL;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Limits and writeback                                                             */
+/* -------------------------------------------------------------------------------- */
+
+/*
+ * zswap_check_limits(): whether the pool is full; a put's first check (count) counts
+ * pool_limit_hit when the pool is at its limit, as zswap counts each store that finds it
+ * there.
+ */
+static int pool_full(zf_store *s, int count)
+{
+	const uint64_t max = s->o.max_pool_bytes;
+	uint64_t used;
+	int full;
+
+	if (!max)
+		return 0;
+	used = zf_pool_mem_used(s->pool);
+	pthread_mutex_lock(&s->stats_lock);
+	if (used >= max) {
+		s->n.pool_limit_hit += count;
+		s->full = 1;
+	} else if (s->full && used <= max / 100 * s->o.accept_threshold_pct) {
+		s->full = 0;
+	}
+	full = s->full;
+	pthread_mutex_unlock(&s->stats_lock);
+	return full;
+}
+
+struct wb_item {
+	struct entry *e;
+	uint64_t slot;
+	uint32_t clen;
+	int io; /* its index in the batch's ios, or -1 */
+	int flagged; /* we set ENTRY_WRITEBACK on it */
+	uint8_t *buf;
+};
+
+/* Takes up to max entries off the LRU tail, each with a reference. */
+static unsigned wb_take(zf_store *s, struct wb_item *items, unsigned max)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&s->lru_lock);
+	while (n < max && s->lru_tail) {
+		struct entry *e = s->lru_tail;
+
+		lru_del(s, e);
+		atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+		items[n++].e = e;
+	}
+	pthread_mutex_unlock(&s->lru_lock);
+	return n;
+}
+
+/*
+ * Puts an entry a writeback could not move back on the LRU, at the old end. Caller
+ * holds its shard lock (so it cannot leave the table meanwhile).
+ */
+static void wb_return(zf_store *s, struct entry *e)
+{
+	pthread_mutex_lock(&s->lru_lock);
+	if (!(e->flags & ENTRY_DEAD) && !e->on_lru && e->kind == ENTRY_POOL) {
+		e->lru_next = NULL;
+		e->lru_prev = s->lru_tail;
+		if (s->lru_tail)
+			s->lru_tail->lru_next = e;
+		else
+			s->lru_head = e;
+		s->lru_tail = e;
+		e->on_lru = 1;
+	}
+	pthread_mutex_unlock(&s->lru_lock);
+}
+
+/*
+ * One batch of writeback: up to WRITEBACK_BATCH of the oldest entries are copied out of
+ * the pool, written with one backing_rw(), and switched to their slots. Returns the
+ * compressed bytes that left the pool (>= 0), or -errno when nothing could be written.
+ */
+static long writeback_batch(zf_store *s, unsigned *pages_out)
+{
+	struct wb_item items[WRITEBACK_BATCH];
+	struct backing_io ios[WRITEBACK_BATCH];
+	unsigned n = wb_take(s, items, WRITEBACK_BATCH), nio = 0;
+	long moved = 0, err = 0;
+	uint64_t wrote_pages = 0, failed = 0;
+
+	*pages_out = 0;
+	if (!n)
+		return -ENOENT;
+	for (unsigned i = 0; i < n; i++) {
+		struct entry *e = items[i].e;
+		const uint64_t hash = key_hash(e->owner, e->index);
+		struct shard *sh = shard_of(s, hash);
+		const void *obj;
+		uint64_t handle = 0;
+		int ok;
+
+		items[i].buf = NULL;
+		items[i].io = -1;
+		pthread_mutex_lock(&sh->lock);
+		ok = !(e->flags & (ENTRY_DEAD | ENTRY_WRITEBACK)) && e->kind == ENTRY_POOL;
+		if (ok) {
+			e->flags |= ENTRY_WRITEBACK;
+			handle = e->where;
+			items[i].clen = e->clen;
+		}
+		items[i].flagged = ok;
+		pthread_mutex_unlock(&sh->lock);
+		if (!ok)
+			continue;
+		items[i].buf = malloc(items[i].clen);
+		if (!items[i].buf || backing_alloc(s->backing, items[i].clen, &items[i].slot)) {
+			/* A full backing file counts as a failed write. */
+			err = items[i].buf ? -ENOSPC : -ENOMEM;
+			failed += items[i].buf != NULL;
+			free(items[i].buf);
+			items[i].buf = NULL;
+			continue;
+		}
+		/* The entry is ours to switch (WRITEBACK), so its handle stays valid. */
+		obj = zf_pool_read_begin(s->pool, handle, NULL);
+		memcpy(items[i].buf, obj, items[i].clen);
+		zf_pool_read_end(s->pool, handle);
+		items[i].io = (int)nio;
+		ios[nio++] = (struct backing_io){ .slot = items[i].slot,
+						  .buf = items[i].buf,
+						  .len = items[i].clen,
+						  .op = BACKING_WRITE };
+	}
+	if (nio && backing_rw(s->backing, ios, nio))
+		err = -EIO;
+	/*
+	 * The newest first: the ones that stay go back to the old end of the LRU one by one,
+	 * so they keep their order there.
+	 */
+	for (unsigned i = n; i-- > 0;) {
+		struct entry *e = items[i].e;
+		const uint64_t hash = key_hash(e->owner, e->index);
+		struct shard *sh = shard_of(s, hash);
+		uint64_t old_handle = 0;
+		int io_ok = 0;
+
+		if (items[i].io >= 0) {
+			io_ok = ios[items[i].io].result == 0;
+			if (!io_ok)
+				err = ios[items[i].io].result;
+			failed += !io_ok;
+		}
+		pthread_mutex_lock(&sh->lock);
+		if (items[i].flagged)
+			e->flags &= (uint8_t)~ENTRY_WRITEBACK;
+		if (!items[i].buf) {
+			wb_return(s, e); /* skipped: dead, or not in the pool; or no slot */
+		} else {
+			/* Switch only with no reader: a reader's snapshot names the handle. */
+			if (io_ok && !(e->flags & ENTRY_DEAD) && atomic_load(&e->refs) == 2) {
+				old_handle = e->where;
+				e->kind = ENTRY_BACKING;
+				e->where = items[i].slot;
+				pthread_mutex_lock(&s->stats_lock);
+				s->n.written_back_pages += entry_pages(e);
+				s->n.written_back_total += entry_pages(e);
+				s->n.bd_writes++;
+				pthread_mutex_unlock(&s->stats_lock);
+				moved += e->clen;
+				wrote_pages += entry_pages(e);
+			} else {
+				wb_return(s, e); /* failed, or read meanwhile: it stays */
+			}
+		}
+		pthread_mutex_unlock(&sh->lock);
+		if (items[i].buf && !old_handle)
+			backing_free(s->backing, items[i].slot, items[i].clen);
+		if (old_handle)
+			pool_free(s, old_handle);
+		free(items[i].buf);
+		entry_put(s, e);
+	}
+	if (failed) {
+		pthread_mutex_lock(&s->stats_lock);
+		s->n.bd_write_errors += failed;
+		pthread_mutex_unlock(&s->stats_lock);
+	}
+	*pages_out = (unsigned)wrote_pages;
+	return moved ? moved : err;
+}
+
+long zf_store_writeback(zf_store *s, uint64_t bytes)
+{
+	uint64_t done = 0, pages = 0;
+
+	RETURN_IF(!s, -EINVAL);
+	RETURN_IF(!s->backing, -ENODEV);
+	while (done < bytes) {
+		unsigned p;
+		const long r = writeback_batch(s, &p);
+
+		pages += p;
+		if (r <= 0)
+			return pages ? (long)pages : (r == -ENOENT ? 0 : r);
+		done += (uint64_t)r;
+	}
+	return (long)pages;
+}
+
+/*
+ * A put's admission: 0, or -ENOSPC when the pool is full and writeback (if that is the
+ * policy) could not bring it under the accept threshold.
+ */
+static int admit(zf_store *s)
+{
+	uint64_t frees, seen;
+
+	if (!pool_full(s, 0))
+		return 0;
+	/*
+	 * Full. Objects freed since the last compaction (invalidated, written back) leave
+	 * holes in partly used pages, and empty zspages stay warm: a compaction gives that
+	 * memory back. Once per batch of frees, not once per refused put. Then the check
+	 * that counts: pool_limit_hit is a put that finds the pool at its limit.
+	 */
+	frees = atomic_load(&s->pool_frees);
+	seen = atomic_load(&s->frees_at_compact);
+	if (frees != seen && atomic_compare_exchange_strong(&s->frees_at_compact, &seen, frees))
+		zf_pool_compact(s->pool);
+	if (!pool_full(s, 1))
+		return 0;
+	if (s->o.when_full == ZF_STORE_WRITEBACK && s->backing) {
+		for (unsigned batches = 1;; batches++) {
+			unsigned p;
+
+			if (writeback_batch(s, &p) <= 0) {
+				/* Nothing more to write: what was freed may sit in partly used pages. */
+				zf_pool_compact(s->pool);
+				if (!pool_full(s, 0))
+					return 0;
+				break;
+			}
+			if (batches % 8 == 0)
+				zf_pool_compact(s->pool);
+			if (!pool_full(s, 0))
+				return 0;
+		}
+	}
+	pthread_mutex_lock(&s->stats_lock);
+	s->n.reject_pool_full++;
+	pthread_mutex_unlock(&s->stats_lock);
+	return -ENOSPC;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Put                                                                              */
+/* -------------------------------------------------------------------------------- */
+
+struct unit_out {
+	uint64_t where; /* handle or same-filled value */
+	uint32_t clen;
+	uint8_t kind, raw;
+	uint64_t checksum;
+};
+
+/* Frees the pool objects a failed put allocated. */
+static void put_undo(zf_store *s, const struct unit_out *u, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (u[i].kind == ENTRY_POOL && u[i].where)
+			pool_free(s, u[i].where);
+	}
+}
+
+/*
+ * Stores units [from, to) of a put whose compress jobs are done: each compressed unit
+ * (or, when it did not compress, the raw unit) goes into the pool with its checksum.
+ * Returns 0, or the error that fails the put (the caller frees what was allocated).
+ */
+static int store_units(zf_store *s, struct workset *w, const uint8_t *src, uint32_t unit,
+		       struct unit_out *out, const uint16_t *job_of, unsigned from, unsigned to,
+		       unsigned *poor, unsigned *cfail)
+{
+	for (unsigned i = from; i < to; i++) {
+		const zf_job *j = out[i].raw ? NULL : &w->jobs[job_of[i]];
+		const void *data;
+
+		if (out[i].kind != ENTRY_POOL)
+			continue;
+		if (!j || j->status == -E2BIG) {
+			if (s->o.reject_incompressible) {
+				(*poor)++;
+				return -E2BIG;
+			}
+			out[i].raw = 1;
+			out[i].clen = unit;
+			data = src + (size_t)i * unit;
+		} else if (j->status < 0) {
+			(*cfail)++;
+			return j->status == -ENOMEM ? -ENOMEM : -EIO;
+		} else {
+			out[i].clen = (uint32_t)j->status;
+			data = j->dst;
+			if (s->o.verify && (zf_codec_decompress(w->ctx, data, out[i].clen, w->check,
+								unit) != (int)unit ||
+					    memcmp(w->check, j->src, unit))) {
+				(*cfail)++;
+				return -EIO;
+			}
+		}
+		out[i].checksum = j && !out[i].raw ? j->checksum : XXH3_64bits(data, out[i].clen);
+		if (zf_pool_alloc(s->pool, out[i].clen, &out[i].where)) {
+			out[i].where = 0;
+			return -ENOMEM;
+		}
+		zf_pool_write(s->pool, out[i].where, data, out[i].clen);
+	}
+	return 0;
+}
+
+static long drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
+		       struct counters *delta);
+
+int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len)
+{
+	const uint8_t *src = folio;
+	struct unit_out out[ZF_UNIT_MAX / STORE_PAGE];
+	struct entry *ents[ZF_UNIT_MAX / STORE_PAGE];
+	uint16_t job_of[ZF_UNIT_MAX / STORE_PAGE];
+	struct counters delta;
+	uint32_t unit, order, threshold;
+	unsigned n, njobs = 0, poor = 0, cfail = 0;
+	struct workset *w;
+	int ret = 0;
+
+	RETURN_IF(!s || !folio || len < STORE_PAGE || len > ZF_UNIT_MAX || (len & (len - 1)),
+		  -EINVAL);
+	RETURN_IF(index & (len / STORE_PAGE - 1), -EINVAL);
+	TRY(admit(s));
+	unit = (uint32_t)ZF_MIN(len, (size_t)s->unit);
+	order = (uint32_t)__builtin_ctz(unit / STORE_PAGE);
+	n = (unsigned)(len / unit);
+	threshold = (uint32_t)((uint64_t)unit * s->o.incompressible_pct / 100);
+	w = workset_get(s);
+	RETURN_IF(!w, -ENOMEM);
+
+	/* Same-filled units need no compression; the rest go to the engines as one batch. */
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t v;
+
+		memset(&out[i], 0, sizeof(out[i]));
+		if (zf_same_filled(src + (size_t)i * unit, unit, &v)) {
+			out[i].kind = ENTRY_SAME;
+			out[i].where = v;
+			continue;
+		}
+		out[i].kind = ENTRY_POOL;
+		if (threshold <= 1) {
+			out[i].raw = 1; /* incompressible_pct 0: nothing is worth compressing */
+			continue;
+		}
+		/* Compressed only when shorter than the threshold: at most threshold - 1. */
+		job_of[i] = (uint16_t)njobs;
+		w->jobs[njobs++] = (zf_job){ .codec = s->codec,
+					     .op = ZF_JOB_COMPRESS,
+					     .flags = ZF_JOB_CHECKSUM,
+					     .src = src + (size_t)i * unit,
+					     .src_len = unit,
+					     .dst = w->buf + (size_t)i * unit,
+					     .dst_cap = threshold - 1,
+					     .status = 0 };
+	}
+	/*
+	 * With engines, the jobs go as two batches: while the engines compress the second
+	 * half, the caller stores the first (pool, checksum), so that work overlaps too.
+	 */
+	if (njobs >= 2 && zf_engines_count(s->engines)) {
+		const unsigned half = njobs / 2;
+		unsigned split = 0;
+
+		zf_batch_submit(w->batch[0], w->jobs, half);
+		zf_batch_submit(w->batch[1], w->jobs + half, njobs - half);
+		zf_batch_wait(w->batch[0]);
+		while (split < n &&
+		       (out[split].kind != ENTRY_POOL || out[split].raw || job_of[split] < half))
+			split++;
+		ret = store_units(s, w, src, unit, out, job_of, 0, split, &poor, &cfail);
+		zf_batch_wait(w->batch[1]);
+		if (!ret)
+			ret = store_units(s, w, src, unit, out, job_of, split, n, &poor, &cfail);
+	} else {
+		if (njobs)
+			zf_batch_run(w->batch[0], w->jobs, njobs);
+		ret = store_units(s, w, src, unit, out, job_of, 0, n, &poor, &cfail);
+	}
+	workset_put(s, w);
+	for (unsigned i = 0; i < n && !ret; i++) {
+		ents[i] = calloc(1, sizeof(*ents[i]));
+		if (!ents[i]) {
+			for (unsigned k = 0; k < i; k++)
+				free(ents[k]);
+			ret = -ENOMEM;
+		}
+	}
+	if (ret) {
+		put_undo(s, out, n);
+		pthread_mutex_lock(&s->stats_lock);
+		s->n.reject_compress_poor += poor;
+		s->n.reject_compress_fail += cfail;
+		s->n.reject_alloc_fail += ret == -ENOMEM;
+		pthread_mutex_unlock(&s->stats_lock);
+		return ret;
+	}
+
+	/*
+	 * All stored: into the table, replacing what the keys held. The new units are counted
+	 * (once, for the folio) before any is in the table, where a writeback or an
+	 * invalidation may count them too; the units they replace are uncounted once, after.
+	 * A snapshot in between sees both: never half a folio, never less than is stored.
+	 * Units of other sizes over these pages go too (a store in unit mode also holds
+	 * smaller units of smaller folios).
+	 */
+	memset(&delta, 0, sizeof(delta));
+	for (unsigned i = 0; i < n; i++) {
+		struct entry *e = ents[i];
+
+		e->index = index + (uint64_t)i * (unit / STORE_PAGE);
+		e->owner = owner;
+		e->clen = out[i].kind == ENTRY_SAME ? 0 : out[i].clen;
+		e->where = out[i].where;
+		e->checksum = out[i].checksum;
+		e->codec = s->codec;
+		e->kind = out[i].kind;
+		e->order = (uint8_t)order;
+		e->flags = out[i].raw ? ENTRY_RAW : 0;
+		atomic_init(&e->refs, 1);
+		count_entry(&delta, e, +1);
+	}
+	delta.zswpout += len / STORE_PAGE;
+	delta.zswpout_units[order] += n;
+	counters_add(s, &delta);
+
+	memset(&delta, 0, sizeof(delta));
+	if (s->unit_order)
+		drop_range(s, owner, index, len / STORE_PAGE, &delta);
+	for (unsigned i = 0; i < n; i++) {
+		struct entry *e = ents[i], *old;
+		const uint64_t hash = key_hash(owner, e->index);
+		struct shard *sh = shard_of(s, hash);
+
+		pthread_mutex_lock(&sh->lock);
+		old = table_find(sh, hash, owner, e->index);
+		if (old)
+			entry_remove(s, sh, hash, old);
+		e->hnext = *bucket_of(sh, hash);
+		*bucket_of(sh, hash) = e;
+		sh->count++;
+		table_grow(sh);
+		if (e->kind == ENTRY_POOL) {
+			pthread_mutex_lock(&s->lru_lock);
+			lru_add(s, e);
+			pthread_mutex_unlock(&s->lru_lock);
+		}
+		if (old) {
+			count_entry(&delta, old, -1);
+			delta.invalidates++;
+		}
+		pthread_mutex_unlock(&sh->lock);
+		if (old)
+			entry_put(s, old);
+	}
+	counters_add(s, &delta);
+	return 0;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Get                                                                              */
+/* -------------------------------------------------------------------------------- */
+
+static void fill_same(void *dst, size_t len, uint64_t v)
+{
+	uint64_t *p = dst;
+
+	for (size_t i = 0; i < len / 8; i++)
+		p[i] = v;
+}
+
+/* Reads a unit's stored bytes (pool or backing), checks them and decompresses into dst. */
+static int load_unit(zf_store *s, struct workset *w, const struct entry_view *e, uint8_t *dst,
+		     int *bd_read, int *bd_error)
+{
+	const uint32_t unit = STORE_PAGE << e->order;
+	const void *data;
+	int ret = 0;
+
+	if (e->kind == ENTRY_SAME) {
+		fill_same(dst, unit, e->where);
+		return 0;
+	}
+	if (e->kind == ENTRY_BACKING) {
+		struct backing_io io = {
+			.slot = e->where, .buf = w->buf, .len = e->clen, .op = BACKING_READ
+		};
+
+		*bd_read = 1;
+		if (backing_rw(s->backing, &io, 1)) {
+			*bd_error = 1;
+			return -EIO;
+		}
+		data = w->buf;
+	} else {
+		data = zf_pool_read_begin(s->pool, e->where, NULL);
+		if (!data)
+			return -EBADMSG;
+	}
+	if (XXH3_64bits(data, e->clen) != e->checksum)
+		ret = -EBADMSG;
+	else if (e->raw)
+		memcpy(dst, data, unit);
+	else if (zf_codec_decompress(w->ctx, data, e->clen, dst, unit) != (int)unit)
+		ret = -EBADMSG;
+	if (e->kind == ENTRY_POOL)
+		zf_pool_read_end(s->pool, e->where);
+	return ret;
+}
+
+int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t len)
+{
+	struct entry_view v;
+	struct entry *e;
+	struct workset *w = NULL;
+	uint32_t unit;
+	int ret, partial, bd_read = 0, bd_error = 0;
+
+	RETURN_IF(!s || !dst, -EINVAL);
+	e = entry_lookup(s, owner, index, &v);
+	RETURN_IF(!e, -ENOENT);
+	unit = STORE_PAGE << v.order;
+	partial = len == STORE_PAGE && unit > STORE_PAGE;
+	if ((!partial && (len != unit || index != v.index))) {
+		entry_put(s, e);
+		return -EINVAL;
+	}
+	if (v.kind == ENTRY_SAME) {
+		fill_same(dst, len, v.where);
+		ret = 0;
+	} else if (!(w = workset_get(s))) {
+		ret = -ENOMEM;
+	} else if (partial) {
+		ret = load_unit(s, w, &v, w->check, &bd_read, &bd_error);
+		if (!ret)
+			memcpy(dst, w->check + (index - v.index) * STORE_PAGE, STORE_PAGE);
+	} else {
+		ret = load_unit(s, w, &v, dst, &bd_read, &bd_error);
+	}
+	if (w)
+		workset_put(s, w);
+	pthread_mutex_lock(&s->stats_lock);
+	if (!ret) {
+		s->n.zswpin += len / STORE_PAGE;
+		if (partial) {
+			s->n.partial_loads++;
+			s->n.swpin_fallback[v.order]++;
+		} else {
+			s->n.swpin_units[v.order]++;
+		}
+		s->n.bd_reads += bd_read;
+	} else if (ret == -EBADMSG) {
+		s->n.decompress_fail++;
+		s->n.bd_reads += bd_read;
+	}
+	s->n.bd_read_errors += bd_error;
+	pthread_mutex_unlock(&s->stats_lock);
+	entry_put(s, e);
+	return ret;
+}
+
+long zf_store_unit_size(zf_store *s, uint32_t owner, uint64_t index, uint64_t *first)
+{
+	struct entry_view v;
+	struct entry *e;
+	long size;
+
+	RETURN_IF(!s, -EINVAL);
+	e = entry_lookup(s, owner, index, &v);
+	RETURN_IF(!e, -ENOENT);
+	size = (long)STORE_PAGE << v.order;
+	if (first)
+		*first = v.index;
+	entry_put(s, e);
+	return size;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Invalidate                                                                       */
+/* -------------------------------------------------------------------------------- */
+
+/*
+ * Drops every unit that holds a page of index .. index + pages - 1; what it takes from
+ * the counters goes into delta. Returns the units dropped.
+ */
+static long drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
+		       struct counters *delta)
+{
+	long dropped = 0;
+
+	for (uint64_t p = index; p - index < pages;) {
+		uint64_t next = p + 1;
+
+		for (int order = (int)s->unit_order; order >= 0; order--) {
+			const uint64_t first = p & ~(((uint64_t)1 << order) - 1);
+			const uint64_t hash = key_hash(owner, first);
+			struct shard *sh = shard_of(s, hash);
+			struct entry *e;
+
+			pthread_mutex_lock(&sh->lock);
+			e = table_find(sh, hash, owner, first);
+			if (!e || e->order != order) {
+				pthread_mutex_unlock(&sh->lock);
+				continue;
+			}
+			entry_remove(s, sh, hash, e);
+			count_entry(delta, e, -1);
+			delta->invalidates++;
+			next = first + entry_pages(e);
+			pthread_mutex_unlock(&sh->lock);
+			entry_put(s, e);
+			dropped++;
+			break;
+		}
+		if (next <= p)
+			break; /* the unit ends at the top of the index space */
+		p = next;
+	}
+	return dropped;
+}
+
+long zf_store_invalidate(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages)
+{
+	struct counters delta;
+	long dropped;
+
+	RETURN_IF(!s, -EINVAL);
+	memset(&delta, 0, sizeof(delta));
+	dropped = drop_range(s, owner, index, pages, &delta);
+	counters_add(s, &delta);
+	return dropped;
+}
+
+int store_inject_backing_error(zf_store *s, int op, uint64_t after_n, int err)
+{
+	RETURN_IF(!s, -EINVAL);
+	RETURN_IF(!s->backing, -ENODEV);
+	backing_inject_error(s->backing, op, after_n, err);
+	return 0;
+}
+
+long zf_store_compact(zf_store *s)
+{
+	RETURN_IF(!s, -EINVAL);
+	return (long)zf_pool_compact(s->pool);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Life cycle                                                                       */
+/* -------------------------------------------------------------------------------- */
+
+void zf_store_options_init(zf_store_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->struct_size = sizeof(*o);
+	o->codec = "lz4";
+	o->accept_threshold_pct = 90;
+	o->incompressible_pct = 100;
+	o->backing_bytes = (uint64_t)1 << 30;
+}
+
+static void store_free(zf_store *s)
+{
+	for (unsigned i = 0; i < STORE_SHARDS; i++) {
+		struct shard *sh = &s->shards[i];
+
+		for (size_t b = 0; sh->buckets && b < sh->nbuckets; b++) {
+			struct entry *e = sh->buckets[b];
+
+			while (e) {
+				struct entry *next = e->hnext;
+
+				entry_put(s, e);
+				e = next;
+			}
+		}
+		free(sh->buckets);
+		pthread_mutex_destroy(&sh->lock);
+	}
+	while (s->ws_free) {
+		struct workset *w = s->ws_free;
+
+		s->ws_free = w->next;
+		workset_destroy(w);
+	}
+	zf_engines_destroy(s->engines);
+	zf_pool_destroy(s->pool);
+	backing_close(s->backing);
+	pthread_mutex_destroy(&s->lru_lock);
+	pthread_mutex_destroy(&s->ws_lock);
+	pthread_mutex_destroy(&s->stats_lock);
+	free(s);
+}
+
+int zf_store_create(const zf_store_options *options, zf_store **out)
+{
+	zf_store_options o;
+	zf_store *s;
+	int ret;
+
+	RETURN_IF(!out, -EINVAL);
+	zf_store_options_init(&o);
+	if (options) {
+		RETURN_IF(options->struct_size < sizeof(o.struct_size) ||
+				  options->struct_size > sizeof(o),
+			  -EINVAL);
+		memcpy(&o, options, options->struct_size);
+	}
+	RETURN_IF(o.unit && (o.unit < 2 * STORE_PAGE || o.unit > ZF_UNIT_MAX ||
+			     (o.unit & (o.unit - 1))),
+		  -EINVAL);
+	RETURN_IF(o.engines > ZF_ENGINES_MAX || o.accept_threshold_pct > 100 ||
+			  o.incompressible_pct > 100 || !o.codec,
+		  -EINVAL);
+	RETURN_IF(o.when_full != ZF_STORE_REJECT && o.when_full != ZF_STORE_WRITEBACK, -EINVAL);
+	s = calloc(1, sizeof(*s));
+	RETURN_IF(!s, -ENOMEM);
+	s->o = o;
+	s->o.struct_size = sizeof(o);
+	s->o.backing_path = NULL; /* not kept: the caller's string */
+	s->unit = o.unit ? o.unit : STORE_PAGE;
+	s->unit_order = (uint32_t)__builtin_ctz(s->unit / STORE_PAGE);
+	pthread_mutex_init(&s->lru_lock, NULL);
+	pthread_mutex_init(&s->ws_lock, NULL);
+	pthread_mutex_init(&s->stats_lock, NULL);
+	for (unsigned i = 0; i < STORE_SHARDS; i++) {
+		pthread_mutex_init(&s->shards[i].lock, NULL);
+		s->shards[i].nbuckets = STORE_MIN_BUCKETS;
+		s->shards[i].buckets = calloc(STORE_MIN_BUCKETS, sizeof(struct entry *));
+		if (!s->shards[i].buckets) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	ret = zf_codec_find(o.codec, &s->codec);
+	if (ret)
+		goto fail;
+	{
+		zf_pool_options po;
+
+		/*
+		 * No compaction from free(): a store frees and allocates all the time (a put
+		 * over a key allocates the new units before it frees the old), and pages
+		 * compacted away are faulted back in by the next puts. It compacts when the
+		 * pool is full and when asked (zf_store_compact), as zswap leaves zsmalloc's
+		 * compaction to memory pressure.
+		 */
+		zf_pool_options_init(&po);
+		po.compact_threshold_pct = 0;
+		ret = zf_pool_create(&po, &s->pool);
+	}
+	if (ret)
+		goto fail;
+	ret = zf_engines_create(o.engines, &s->engines);
+	if (ret)
+		goto fail;
+	/*
+	 * A putting thread helps its engines compress, unless they are as many as the CPUs:
+	 * then it would only take turns with them (measured: 2 engines on 2 vCPUs, 2 MiB
+	 * folios of 64 KiB units).
+	 */
+	if (o.engines && o.engines >= (unsigned)sysconf(_SC_NPROCESSORS_ONLN))
+		s->batch_flags = ZF_BATCH_NO_HELP;
+	if (o.backing_path) {
+		struct backing_options bo;
+
+		backing_options_init(&bo);
+		bo.path = o.backing_path;
+		bo.max_bytes = o.backing_bytes;
+		ret = backing_open(&bo, &s->backing);
+		if (ret)
+			goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	store_free(s);
+	return ret;
+}
+
+void zf_store_destroy(zf_store *s)
+{
+	if (s)
+		store_free(s);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Counters                                                                         */
+/* -------------------------------------------------------------------------------- */
+
+void zf_store_get_stats(zf_store *s, zf_store_stats *st)
+{
+	zf_pool_stats ps;
+	const struct counters *n = &s->n;
+
+	memset(st, 0, sizeof(*st));
+	zf_pool_get_stats(s->pool, &ps);
+	pthread_mutex_lock(&s->stats_lock);
+	st->zswpout = n->zswpout;
+	st->zswpin = n->zswpin;
+	st->stored_pages = n->stored_pages;
+	st->same_filled_pages = n->same_filled_pages;
+	st->stored_incompressible_pages = n->stored_incompressible_pages;
+	st->written_back_pages = n->written_back_pages;
+	st->written_back_total = n->written_back_total;
+	st->orig_data_size = n->orig_data_size;
+	st->compr_data_size = n->compr_data_size;
+	st->reject_compress_poor = n->reject_compress_poor;
+	st->reject_compress_fail = n->reject_compress_fail;
+	st->reject_alloc_fail = n->reject_alloc_fail;
+	st->reject_pool_full = n->reject_pool_full;
+	st->pool_limit_hit = n->pool_limit_hit;
+	st->decompress_fail = n->decompress_fail;
+	st->partial_loads = n->partial_loads;
+	st->invalidates = n->invalidates;
+	st->bd_reads = n->bd_reads;
+	st->bd_writes = n->bd_writes;
+	st->bd_read_errors = n->bd_read_errors;
+	st->bd_write_errors = n->bd_write_errors;
+	memcpy(st->zswpout_units, n->zswpout_units, sizeof(st->zswpout_units));
+	memcpy(st->swpin_units, n->swpin_units, sizeof(st->swpin_units));
+	memcpy(st->swpin_fallback, n->swpin_fallback, sizeof(st->swpin_fallback));
+	pthread_mutex_unlock(&s->stats_lock);
+	st->pool_total_size = ps.mem_used_total;
+	st->mem_used_total = ps.mem_used_total;
+	st->mem_used_max = ps.mem_used_max;
+	st->pages_compacted = ps.pages_compacted;
+	st->warm_pages = ps.warm_pages;
+}
+
+static const char *const order_names[ZF_STORE_ORDERS] = { "4k",	  "8k",	  "16k",  "32k", "64k",
+							  "128k", "256k", "512k", "1m",	 "2m" };
+
+size_t zf_store_stats_text(zf_store *s, char *buf, size_t cap)
+{
+	zf_store_stats st;
+	size_t len = 0;
+	char dummy[1];
+
+	zf_store_get_stats(s, &st);
+	if (!buf || !cap) {
+		buf = dummy;
+		cap = 0;
+	}
+#define LINE(name, v)                                                                              \
+	do {                                                                                       \
+		const int k = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0,    \
+				       "%s %llu\n", name, (unsigned long long)(v));                \
+		len += k > 0 ? (size_t)k : 0;                                                      \
+	} while (0)
+#define FIELD(f) LINE(#f, st.f)
+	FIELD(zswpout);
+	FIELD(zswpin);
+	FIELD(stored_pages);
+	FIELD(same_filled_pages);
+	FIELD(stored_incompressible_pages);
+	FIELD(written_back_pages);
+	FIELD(written_back_total);
+	FIELD(orig_data_size);
+	FIELD(compr_data_size);
+	FIELD(pool_total_size);
+	FIELD(mem_used_total);
+	FIELD(mem_used_max);
+	FIELD(pages_compacted);
+	FIELD(warm_pages);
+	FIELD(reject_compress_poor);
+	FIELD(reject_compress_fail);
+	FIELD(reject_alloc_fail);
+	FIELD(reject_pool_full);
+	FIELD(pool_limit_hit);
+	FIELD(decompress_fail);
+	FIELD(partial_loads);
+	FIELD(invalidates);
+	FIELD(bd_reads);
+	FIELD(bd_writes);
+	FIELD(bd_read_errors);
+	FIELD(bd_write_errors);
+	for (unsigned o = 0; o < ZF_STORE_ORDERS; o++) {
+		char name[40];
+
+		if (!st.zswpout_units[o] && !st.swpin_units[o] && !st.swpin_fallback[o])
+			continue;
+		snprintf(name, sizeof(name), "zswpout_%s", order_names[o]);
+		LINE(name, st.zswpout_units[o]);
+		snprintf(name, sizeof(name), "swpin_%s", order_names[o]);
+		LINE(name, st.swpin_units[o]);
+		snprintf(name, sizeof(name), "swpin_fallback_%s", order_names[o]);
+		LINE(name, st.swpin_fallback[o]);
+	}
+#undef FIELD
+#undef LINE
+	if (cap)
+		buf[ZF_MIN(len, cap - 1)] = '\0';
+	return len;
+}
