@@ -1,7 +1,7 @@
 #!/bin/sh
 # Description: the zfolio command end to end: bench codec's outputs (table, JSON with the
 # documented fields, CSV), its defaults, odd unit sizes and images, bench zpool's phases
-# and fields, and the exit codes and messages for bad input. usage: cli_test.sh ZFOLIO_BINARY
+# and fields, bench store's rows and fields, and the exit codes and messages for bad input. usage: cli_test.sh ZFOLIO_BINARY
 set -u
 zf=$1
 tmp=$(mktemp -d)
@@ -106,6 +106,25 @@ expect 2 'No such file' -- "$zf" bench zpool --image "$tmp/missing.bin"
 expect 2 'usage: zfolio bench zpool' -- "$zf" bench zpool --nope
 expect 0 'usage: zfolio bench zpool' -- "$zf" bench zpool --help
 expect 0 'zpool' -- "$zf" bench --help
+
+# bench store: JSON with the documented fields, a row per mode x folio x engines, every
+# byte checked (a mismatch exits 1); speed-up fields only with engines.
+expect 0 '"bench":"store"' -- "$zf" bench store --repeat 1 --gets 50 --mode split,unit:16k \
+	--folio 64k,2m --engines 0,1 --json
+[ "$(wc -l <"$tmp/out")" -eq 8 ] && ok || bad "bench store json: expected 8 lines"
+for field in bench image codec mode folio engines put_mbps get_mbps ratio mem_used_total \
+	get_p50_us get_p99_us get_busy_p50_us get_busy_p99_us bare_put_mbps bare_get_mbps \
+	counters zswpout swpin_fallback_16k; do
+	grep -q "\"$field\":" "$tmp/out" && ok || bad "bench store json: field $field missing"
+done
+[ "$(grep -c '"ceiling_speedup":' "$tmp/out")" -eq 4 ] && ok || bad "ceiling only with engines"
+expect 0 'unit:64k' -- "$zf" bench store --repeat 1 --gets 50
+expect 2 'split or unit' -- "$zf" bench store --mode unit:4k
+expect 2 'split or unit' -- "$zf" bench store --mode zram
+expect 2 'engines' -- "$zf" bench store --engines 65
+expect 2 'power of two' -- "$zf" bench store --folio 3k
+expect 2 'smaller than one 2 MiB folio' -- "$zf" bench store --image "$tmp/img.bin"
+expect 0 'usage: zfolio bench store' -- "$zf" bench store --help
 
 # Bad input: a clear message and exit code 2, never a crash.
 expect 2 'unknown codec' -- "$zf" bench codec --codec brotli

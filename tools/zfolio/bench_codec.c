@@ -67,19 +67,6 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	const double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* The per-unit layout of one image at one unit size, shared by all codecs. */
 struct unit_plan {
 	uint64_t unit, n_units, same_filled_pages;
@@ -243,9 +230,9 @@ static void run_case(const zf_image *img, const zf_codec *codec, struct unit_pla
 		tc[k] = compress_pass(ctx, img, p, slots);
 		td[k] = decompress_pass(ctx, img, p, slots, out);
 	}
-	r->comp_s_median = median(tc, repeat);
-	r->comp_s_best = tc[0]; /* median() sorted the times */
-	r->decomp_s_median = median(td, repeat);
+	r->comp_s_median = cli_median(tc, repeat);
+	r->comp_s_best = tc[0]; /* cli_median() sorted the times */
+	r->decomp_s_median = cli_median(td, repeat);
 	r->decomp_s_best = td[0];
 	zf_codec_ctx_destroy(ctx);
 	free(tc);
@@ -437,6 +424,7 @@ static const char bench_usage[] = "usage: zfolio bench <benchmark> [options]\n"
 				  "benchmarks:\n"
 				  "  codec   codec x unit-size matrix on memory images\n"
 				  "  zpool   zf_pool memory against glibc malloc and mimalloc\n"
+				  "  store   zf_store put/get throughput, ratio and get latency\n"
 				  "\n"
 				  "Run 'zfolio bench <benchmark> --help' for its options.\n";
 
@@ -454,6 +442,8 @@ int cmd_bench(int argc, char **argv)
 		return bench_codec(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "zpool"))
 		return bench_zpool(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "store"))
+		return bench_store(argc - 1, argv + 1);
 	fprintf(stderr, "zfolio: unknown benchmark '%s'\n\n%s", argv[1], bench_usage);
 	return EXIT_USAGE;
 }

@@ -3,6 +3,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,4 +229,26 @@ zf_image *cli_open_image(const char *path)
 	if (ret < 0)
 		cli_die(ret == -ENOENT ? EXIT_USAGE : 1, "%s: %s", path, zf_strerror(ret));
 	return img;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	const double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double cli_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double cli_percentile(double *v, int n, double p)
+{
+	int rank;
+
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	rank = (int)ceil(p / 100 * n);
+	return v[rank < 1 ? 0 : rank > n ? n - 1 : rank - 1];
 }

@@ -59,6 +59,11 @@ void cli_progress_done(void);
 /* Seconds on the monotonic clock. */
 double cli_now(void);
 
+/* The median of v[0..n) (n >= 1); sorts v in place, so v[0] is then the least. */
+double cli_median(double *v, int n);
+/* The p-th percentile (0..100, nearest rank) of v[0..n) (n >= 1); sorts v in place. */
+double cli_percentile(double *v, int n, double p);
+
 /*
  * The default memory image, compiled into the zfolio binary (data/sample.bin.zst).
  * Opens the image named by path, or the embedded sample when path is NULL or "sample".
@@ -71,5 +76,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 /* The benchmarks under "zfolio bench" (cmd_bench dispatches to them). */
 int bench_zpool(int argc, char **argv);
+int bench_store(int argc, char **argv);
 
 #endif /* ZF_CLI_H */

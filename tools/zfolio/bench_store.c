@@ -1,0 +1,632 @@
+/*
+ * bench_store.c - "zfolio bench store": the store's throughput, ratio and get latency on
+ * memory images, beside the bare codec doing the same work.
+ *
+ * For each configuration (image, codec, storage mode, folio size, engines) it puts every
+ * folio of the image into a fresh zf_store and gets every unit back, verifying every
+ * byte, and reports put and get MB/s (median of --repeat passes), the ratio, the pool's
+ * memory and the store's counters. In the same run, a bare loop over the codec
+ * (zf_codec_compress / zf_codec_decompress on the same units, same-filled units skipped
+ * as the store skips them) gives the ceiling the store's own work can approach: the
+ * store's overhead is the difference.
+ *
+ * Get latency: --gets single-unit gets at random places, each timed, on the idle store,
+ * then again while another thread keeps putting 2 MiB folios into the same store (its
+ * engines busy): the p50 and p99 of each. A get decompresses in its own thread, so it
+ * should not queue behind the compressions (the lesson of the Linux IAA batching
+ * series).
+ *
+ * With engines, the ceiling of a parallel put is what the machine gives two bare codec
+ * loops compressing disjoint halves of the image at once, against one loop: on a 2-vCPU
+ * VM that is about 1.5x, not 2x. The put speed-up over the engines=0 configuration of the
+ * same run is reported beside it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cli.h"
+
+#define MAX_LIST 8
+#define BUSY_FOLIO ((size_t)2 << 20)
+#define BUSY_SLOTS 4u /* the busy putter cycles over this many 2 MiB keys */
+
+static const char bench_store_usage[] =
+	"usage: zfolio bench store [--image FILE ...] [--codec LIST] [--mode LIST]\n"
+	"                          [--folio LIST] [--engines LIST] [--repeat N] [--gets N]\n"
+	"                          [--json]\n"
+	"\n"
+	"Puts every folio of a memory image into a zf_store and gets every unit back (each\n"
+	"byte checked), for each combination of the lists; beside it, a bare loop over the\n"
+	"codec on the same units, and the get latency with the store idle and while another\n"
+	"thread puts 2 MiB folios.\n"
+	"\n"
+	"  --image FILE   a memory image (raw or .zst); repeatable. Default: the built-in\n"
+	"                 sample\n"
+	"  --codec LIST   codecs (default lz4)\n"
+	"  --mode LIST    split (every 4 KiB page its own entry, as Linux zswap stores large\n"
+	"                 folios) and/or unit:SIZE (each SIZE chunk one object, 8k..2m);\n"
+	"                 default split,unit:64k\n"
+	"  --folio LIST   folio sizes put, 4k..2m (default 64k)\n"
+	"  --engines LIST compression engines (threads), 0 = the putting thread compresses\n"
+	"                 (default 0)\n"
+	"  --repeat N     timed put and get passes; the median is reported (default 3)\n"
+	"  --gets N       single-unit gets timed for each latency figure (default 5000)\n"
+	"  --json         one JSON object per configuration\n"
+	"\n"
+	"The image is cut to whole 2 MiB, so that every folio size sees the same bytes.\n"
+	"unit = the smaller of the folio and the mode's unit (split: 4k). put/get MB/s: image\n"
+	"bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units.\n"
+	"ratio = orig_data_size / compr_data_size (same-filled units cost nothing). With\n"
+	"engines > 0, each timed pass is followed by a pass through an engines=0 store and a\n"
+	"ceiling sample: speedup = the median of the engines=0 time over this one, ceiling =\n"
+	"the median of one bare compression loop's time over that of two loops compressing\n"
+	"disjoint halves at once.\n";
+
+struct config {
+	const char *mode_name;
+	uint32_t mode_unit; /* 0: split */
+	uint64_t folio;
+	unsigned engines;
+};
+
+struct result {
+	struct config cfg;
+	const char *image;
+	const zf_codec *codec;
+	uint64_t unit, bytes;
+	double put_mbps, get_mbps, bare_put_mbps, bare_get_mbps;
+	double p50, p99, busy_p50, busy_p99;
+	double speedup, ceiling; /* NAN when not measured */
+	uint64_t busy_puts;
+	zf_store_stats st; /* after the last put and get pass */
+	char counters[4096]; /* the same, as zf_store_stats_text() */
+};
+
+/* -------------------------------------------------------------------------------- */
+/* The bare codec                                                                   */
+/* -------------------------------------------------------------------------------- */
+
+struct bare_job {
+	const zf_codec *codec;
+	const uint8_t *data;
+	uint64_t unit, first, end; /* units [first, end) */
+	uint8_t *out; /* compressed units, unit bytes apart */
+	int32_t *clen;
+	double seconds;
+};
+
+/* Compresses units [first, end), same-filled ones skipped. */
+static void *bare_compress(void *arg)
+{
+	struct bare_job *j = arg;
+	zf_codec_ctx *ctx;
+	double t0;
+
+	if (zf_codec_ctx_create(j->codec, &ctx))
+		cli_die(1, "out of memory");
+	t0 = cli_now();
+	for (uint64_t i = j->first; i < j->end; i++) {
+		const uint8_t *src = j->data + i * j->unit;
+
+		if (zf_same_filled(src, j->unit, NULL)) {
+			j->clen[i] = 0;
+			continue;
+		}
+		j->clen[i] =
+			zf_codec_compress(ctx, src, j->unit, j->out + i * j->unit, j->unit - 1);
+	}
+	j->seconds = cli_now() - t0;
+	zf_codec_ctx_destroy(ctx);
+	return NULL;
+}
+
+/* Decompresses what bare_compress() made (raw units copied, as the store does). */
+static double bare_decompress(const struct bare_job *j, uint8_t *dst)
+{
+	zf_codec_ctx *ctx;
+	double t0, s;
+
+	if (zf_codec_ctx_create(j->codec, &ctx))
+		cli_die(1, "out of memory");
+	t0 = cli_now();
+	for (uint64_t i = j->first; i < j->end; i++) {
+		uint8_t *d = dst + i * j->unit;
+
+		if (j->clen[i] == 0)
+			continue;
+		if (j->clen[i] < 0)
+			memcpy(d, j->data + i * j->unit, j->unit);
+		else if (zf_codec_decompress(ctx, j->out + i * j->unit, (size_t)j->clen[i], d,
+					     j->unit) != (int)j->unit)
+			cli_die(1, "bare decompression of unit %llu failed", (unsigned long long)i);
+	}
+	s = cli_now() - t0;
+	zf_codec_ctx_destroy(ctx);
+	return s;
+}
+
+/* The bare codec's compress and decompress MB/s on the image at one unit size (medians). */
+static void bare_codec(const zf_codec *codec, const uint8_t *data, uint64_t bytes, uint64_t unit,
+		       int repeat, struct result *r)
+{
+	const uint64_t n = bytes / unit;
+	uint8_t *out = cli_map_buffer(bytes), *back = cli_map_buffer(bytes);
+	int32_t *clen = calloc(n, sizeof(*clen));
+	double tc[64], td[64];
+	struct bare_job all = { codec, data, unit, 0, n, out, clen, 0 };
+
+	if (!clen)
+		cli_die(1, "out of memory");
+	for (int k = 0; k < repeat; k++) {
+		bare_compress(&all);
+		tc[k] = all.seconds;
+		td[k] = bare_decompress(&all, back);
+	}
+	r->bare_put_mbps = (double)bytes / 1e6 / cli_median(tc, repeat);
+	r->bare_get_mbps = (double)bytes / 1e6 / cli_median(td, repeat);
+	free(clen);
+	munmap(out, bytes);
+	munmap(back, bytes);
+}
+
+/*
+ * One sample of the machine's ceiling for a parallel put: one bare compression loop over
+ * the image, against two threads compressing its halves at the same time.
+ */
+static double ceiling_sample(const zf_codec *codec, const uint8_t *data, uint64_t bytes,
+			     uint64_t unit, uint8_t *out, int32_t *clen)
+{
+	const uint64_t n = bytes / unit;
+	struct bare_job all = { codec, data, unit, 0, n, out, clen, 0 };
+	struct bare_job half[2] = { all, all };
+	pthread_t th;
+
+	bare_compress(&all);
+	half[0].end = half[1].first = n / 2;
+	if (pthread_create(&th, NULL, bare_compress, &half[1]))
+		cli_die(1, "cannot start a thread");
+	bare_compress(&half[0]);
+	pthread_join(th, NULL);
+	/* Each loop did half the work: the pair's rate over one loop's. */
+	return all.seconds / fmax(half[0].seconds, half[1].seconds);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* The store                                                                        */
+/* -------------------------------------------------------------------------------- */
+
+static zf_store *new_store(const zf_codec *codec, const struct config *c)
+{
+	zf_store_options o;
+	zf_store *s;
+	int ret;
+
+	zf_store_options_init(&o);
+	o.codec = zf_codec_name(codec);
+	o.unit = c->mode_unit;
+	o.engines = c->engines;
+	ret = zf_store_create(&o, &s);
+	if (ret)
+		cli_die(1, "zf_store_create: %s", zf_strerror(ret));
+	return s;
+}
+
+static double put_all(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t folio)
+{
+	const double t0 = cli_now();
+
+	for (uint64_t off = 0; off < bytes; off += folio) {
+		const int ret = zf_store_put(s, 1, off / ZF_PAGE_SIZE, data + off, folio);
+
+		if (ret)
+			cli_die(1, "put of the folio at %llu: %s", (unsigned long long)off,
+				zf_strerror(ret));
+	}
+	return cli_now() - t0;
+}
+
+static double get_all(zf_store *s, uint8_t *dst, uint64_t bytes, uint64_t unit)
+{
+	const double t0 = cli_now();
+
+	for (uint64_t off = 0; off < bytes; off += unit) {
+		const int ret = zf_store_get(s, 1, off / ZF_PAGE_SIZE, dst + off, unit);
+
+		if (ret)
+			cli_die(1, "get of the unit at %llu: %s", (unsigned long long)off,
+				zf_strerror(ret));
+	}
+	return cli_now() - t0;
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* gets timed single-unit gets at random units; their p50 and p99 in microseconds. */
+static void get_latency(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t unit, int gets,
+			double *p50, double *p99)
+{
+	double *us = malloc((size_t)gets * sizeof(*us));
+	uint8_t *buf = malloc(unit);
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	if (!us || !buf)
+		cli_die(1, "out of memory");
+	for (int k = 0; k < gets; k++) {
+		const uint64_t u = rng_next(&x) % (bytes / unit);
+		const double t0 = cli_now();
+		const int ret = zf_store_get(s, 1, u * unit / ZF_PAGE_SIZE, buf, unit);
+
+		us[k] = (cli_now() - t0) * 1e6;
+		if (ret || memcmp(buf, data + u * unit, unit))
+			cli_die(1, "get of unit %llu: %s", (unsigned long long)u,
+				ret ? zf_strerror(ret) : "wrong bytes");
+	}
+	*p50 = cli_percentile(us, gets, 50);
+	*p99 = cli_percentile(us, gets, 99);
+	free(us);
+	free(buf);
+}
+
+struct busy_putter {
+	zf_store *s;
+	const uint8_t *data;
+	uint64_t bytes;
+	atomic_int stop, started;
+	uint64_t puts;
+};
+
+/* Puts 2 MiB folios of the image under owner 2 until told to stop. */
+static void *busy_put(void *arg)
+{
+	struct busy_putter *b = arg;
+	const uint64_t folios = b->bytes / BUSY_FOLIO;
+
+	for (uint64_t k = 0; !atomic_load(&b->stop); k++) {
+		const uint64_t slot = k % BUSY_SLOTS;
+		const int ret = zf_store_put(b->s, 2, slot * (BUSY_FOLIO / ZF_PAGE_SIZE),
+					     b->data + (k % folios) * BUSY_FOLIO, BUSY_FOLIO);
+
+		if (ret)
+			cli_die(1, "busy put: %s", zf_strerror(ret));
+		b->puts++;
+		atomic_store(&b->started, 1);
+	}
+	return NULL;
+}
+
+static void run_config(const char *image, const zf_codec *codec, const uint8_t *data,
+		       uint64_t bytes, const struct config *c, int repeat, int gets, uint8_t *back,
+		       struct result *r)
+{
+	double tp[64], tg[64], speedup[64], ceiling[64];
+	zf_store *s, *s0 = NULL;
+	uint8_t *cout = NULL;
+	int32_t *cclen = NULL;
+	struct busy_putter busy = { 0 };
+	pthread_t th;
+	char fb[16];
+
+	memset(r, 0, sizeof(*r));
+	r->cfg = *c;
+	r->image = image;
+	r->codec = codec;
+	r->unit = c->mode_unit ? (c->folio < c->mode_unit ? c->folio : c->mode_unit) : ZF_PAGE_SIZE;
+	r->bytes = bytes;
+	cli_progress("%s %s %s folio %s engines %u: bare codec", image, zf_codec_name(codec),
+		     c->mode_name, cli_format_unit(c->folio, fb, sizeof(fb)), c->engines);
+	bare_codec(codec, data, bytes, r->unit, repeat, r);
+	/*
+	 * A first pass fills the store; the timed ones put over it (each put replacing the
+	 * unit it finds), so the pool's pages are in memory already, as the bare loop's
+	 * output buffer is: both measure the work, not the page faults of fresh memory.
+	 *
+	 * With engines, each pass also puts through an engines=0 store and takes a sample of
+	 * the two-loop ceiling, back to back with the pass, so that the speed-up and the
+	 * ceiling are ratios of times measured together (this VM's speed drifts by a quarter
+	 * within a minute).
+	 */
+	s = new_store(codec, c);
+	if (c->engines) {
+		struct config c0 = *c;
+
+		c0.engines = 0;
+		s0 = new_store(codec, &c0);
+		put_all(s0, data, bytes, c->folio);
+		cout = cli_map_buffer(bytes);
+		cclen = calloc(bytes / r->unit, sizeof(*cclen));
+		if (!cclen)
+			cli_die(1, "out of memory");
+	}
+	for (int k = -1; k < repeat; k++) {
+		cli_progress("%s %s %s folio %s engines %u: pass %d of %d", image,
+			     zf_codec_name(codec), c->mode_name, fb, c->engines, k + 1, repeat);
+		tp[k < 0 ? 0 : k] = put_all(s, data, bytes, c->folio);
+		if (c->engines && k >= 0) {
+			speedup[k] = put_all(s0, data, bytes, c->folio) / tp[k];
+			ceiling[k] = ceiling_sample(codec, data, bytes, r->unit, cout, cclen);
+		}
+		memset(back, 0, bytes);
+		tg[k < 0 ? 0 : k] = get_all(s, back, bytes, r->unit);
+		if (memcmp(back, data, bytes)) {
+			uint64_t off = 0;
+
+			while (back[off] == data[off])
+				off++;
+			cli_die(1, "%s: byte %llu (page %llu) came back wrong", image,
+				(unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE));
+		}
+	}
+	r->put_mbps = (double)bytes / 1e6 / cli_median(tp, repeat);
+	r->get_mbps = (double)bytes / 1e6 / cli_median(tg, repeat);
+	r->speedup = r->ceiling = NAN;
+	if (c->engines) {
+		r->speedup = cli_median(speedup, repeat);
+		r->ceiling = cli_median(ceiling, repeat);
+		zf_store_destroy(s0);
+		munmap(cout, bytes);
+		free(cclen);
+	}
+	zf_store_get_stats(s, &r->st);
+	zf_store_stats_text(s, r->counters, sizeof(r->counters));
+
+	cli_progress("%s %s %s folio %s engines %u: get latency", image, zf_codec_name(codec),
+		     c->mode_name, fb, c->engines);
+	get_latency(s, data, bytes, r->unit, gets, &r->p50, &r->p99);
+	busy.s = s;
+	busy.data = data;
+	busy.bytes = bytes;
+	r->busy_p50 = r->busy_p99 = NAN;
+	if (bytes >= BUSY_FOLIO) {
+		if (pthread_create(&th, NULL, busy_put, &busy))
+			cli_die(1, "cannot start a thread");
+		while (!atomic_load(&busy.started))
+			;
+		get_latency(s, data, bytes, r->unit, gets, &r->busy_p50, &r->busy_p99);
+		atomic_store(&busy.stop, 1);
+		pthread_join(th, NULL);
+		r->busy_puts = busy.puts;
+	}
+	zf_store_destroy(s);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Output                                                                           */
+/* -------------------------------------------------------------------------------- */
+
+static void json_num(const char *name, double v, int decimals)
+{
+	if (isfinite(v))
+		printf(",\"%s\":%.*f", name, decimals, v);
+	else
+		printf(",\"%s\":null", name);
+}
+
+static void print_json(const struct result *r)
+{
+	const zf_store_stats *st = &r->st;
+	char fb[16], ub[16], text[sizeof(r->counters)], *line, *save = NULL;
+	const char *sep = "";
+
+	printf("{\"bench\":\"store\",\"image\":");
+	cli_json_string(stdout, r->image);
+	printf(",\"codec\":\"%s\",\"mode\":\"%s\",\"folio\":\"%s\",\"unit\":\"%s\",\"engines\":%u",
+	       zf_codec_name(r->codec), r->cfg.mode_name,
+	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)),
+	       cli_format_unit(r->unit, ub, sizeof(ub)), r->cfg.engines);
+	printf(",\"bytes\":%llu", (unsigned long long)r->bytes);
+	json_num("put_mbps", r->put_mbps, 1);
+	json_num("get_mbps", r->get_mbps, 1);
+	json_num("bare_put_mbps", r->bare_put_mbps, 1);
+	json_num("bare_get_mbps", r->bare_get_mbps, 1);
+	json_num("put_of_bare", r->put_mbps / r->bare_put_mbps, 3);
+	json_num("get_of_bare", r->get_mbps / r->bare_get_mbps, 3);
+	json_num("ratio", (double)st->orig_data_size / (double)st->compr_data_size, 4);
+	printf(",\"mem_used_total\":%llu", (unsigned long long)st->mem_used_total);
+	json_num("get_p50_us", r->p50, 2);
+	json_num("get_p99_us", r->p99, 2);
+	json_num("get_busy_p50_us", r->busy_p50, 2);
+	json_num("get_busy_p99_us", r->busy_p99, 2);
+	json_num("busy_p99_over_idle", r->busy_p99 / r->p99, 2);
+	printf(",\"busy_puts\":%llu", (unsigned long long)r->busy_puts);
+	if (r->cfg.engines) {
+		json_num("ceiling_speedup", r->ceiling, 3);
+		json_num("put_speedup", r->speedup, 3);
+		json_num("speedup_of_ceiling", r->speedup / r->ceiling, 3);
+	}
+	/* The counters, as zf_store_stats_text() names them: "name value" lines. */
+	printf(",\"counters\":{");
+	memcpy(text, r->counters, sizeof(text));
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *space = strchr(line, ' ');
+
+		if (!space)
+			continue;
+		*space = '\0';
+		printf("%s\"%s\":%s", sep, line, space + 1);
+		sep = ",";
+	}
+	printf("}}\n");
+}
+
+static void print_header(void)
+{
+	printf("%-14s %-7s %-10s %5s %3s %5s  %8s %8s %6s  %8s %8s %6s  %6s %9s  %7s %7s  %7s "
+	       "%7s  %7s %7s\n",
+	       "image", "codec", "mode", "folio", "eng", "unit", "put MB/s", "bare", "of",
+	       "get MB/s", "bare", "of", "ratio", "mem", "get p50", "p99", "busy50", "p99",
+	       "speedup", "ceiling");
+}
+
+static void print_row(const struct result *r)
+{
+	char fb[16], ub[16], mb[32];
+
+	snprintf(mb, sizeof(mb), "%.1fM", (double)r->st.mem_used_total / 1048576.0);
+	printf("%-14.14s %-7s %-10s %5s %3u %5s  %8.1f %8.1f %6.3f  %8.1f %8.1f %6.3f  %6.3f %9s  "
+	       "%7.1f %7.1f  %7.1f %7.1f  %7.3f %7.3f\n",
+	       r->image, zf_codec_name(r->codec), r->cfg.mode_name,
+	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)), r->cfg.engines,
+	       cli_format_unit(r->unit, ub, sizeof(ub)), r->put_mbps, r->bare_put_mbps,
+	       r->put_mbps / r->bare_put_mbps, r->get_mbps, r->bare_get_mbps,
+	       r->get_mbps / r->bare_get_mbps,
+	       (double)r->st.orig_data_size / (double)r->st.compr_data_size, mb, r->p50, r->p99,
+	       r->busy_p50, r->busy_p99, r->speedup, r->ceiling);
+}
+
+/* Parses "split" or "unit:SIZE" into a config's mode. */
+static void parse_mode(char *name, struct config *c)
+{
+	uint64_t unit;
+
+	c->mode_name = name;
+	if (!strcmp(name, "split")) {
+		c->mode_unit = 0;
+		return;
+	}
+	if (strncmp(name, "unit:", 5) || cli_parse_size(name + 5, &unit) || unit < 8192 ||
+	    unit > ZF_UNIT_MAX || (unit & (unit - 1)))
+		cli_die(EXIT_USAGE,
+			"--mode: expected split or unit:SIZE (a power of two, 8k..2m), "
+			"got '%s'",
+			name);
+	c->mode_unit = (uint32_t)unit;
+}
+
+int bench_store(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "image", required_argument, NULL, 'i' },
+		{ "codec", required_argument, NULL, 'c' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "folio", required_argument, NULL, 'f' },
+		{ "engines", required_argument, NULL, 'e' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "gets", required_argument, NULL, 'g' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char default_codecs[] = "lz4", default_modes[] = "split,unit:64k", default_folios[] = "64k",
+	     default_engines[] = "0";
+	char *codec_arg = default_codecs, *mode_arg = default_modes, *folio_arg = default_folios,
+	     *engines_arg = default_engines;
+	char *codec_names[MAX_LIST], *mode_names[MAX_LIST], *engine_names[MAX_LIST];
+	const char *images[MAX_LIST];
+	uint64_t folios[MAX_LIST], engines[MAX_LIST], repeat = 3, gets = 5000;
+	int n_images = 0, n_codecs, n_modes, n_folios, n_engines, opt, json = 0;
+
+	while ((opt = getopt_long(argc, argv, "i:c:m:f:e:r:g:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			if (n_images == MAX_LIST)
+				cli_die(EXIT_USAGE, "at most %d images", MAX_LIST);
+			images[n_images++] = optarg;
+			break;
+		case 'c':
+			codec_arg = optarg;
+			break;
+		case 'm':
+			mode_arg = optarg;
+			break;
+		case 'f':
+			folio_arg = optarg;
+			break;
+		case 'e':
+			engines_arg = optarg;
+			break;
+		case 'r':
+			if (cli_parse_uint(optarg, 1, 64, &repeat) < 0)
+				cli_die(EXIT_USAGE,
+					"--repeat: expected a count from 1 to 64, got '%s'",
+					optarg);
+			break;
+		case 'g':
+			if (cli_parse_uint(optarg, 1, 10000000, &gets) < 0)
+				cli_die(EXIT_USAGE,
+					"--gets: expected a count from 1 to 10000000, got '%s'",
+					optarg);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			fputs(bench_store_usage, stdout);
+			return 0;
+		default:
+			fputs(bench_store_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		cli_die(EXIT_USAGE, "unexpected argument '%s' (images are given with --image)",
+			argv[optind]);
+	n_codecs = cli_split_list(codec_arg, codec_names, MAX_LIST);
+	n_modes = cli_split_list(mode_arg, mode_names, MAX_LIST);
+	n_engines = cli_split_list(engines_arg, engine_names, MAX_LIST);
+	if (n_codecs < 0 || n_modes < 0 || n_engines < 0)
+		cli_die(EXIT_USAGE,
+			"--codec, --mode, --engines: comma-separated lists of at most "
+			"%d items",
+			MAX_LIST);
+	for (int i = 0; i < n_engines; i++) {
+		if (cli_parse_uint(engine_names[i], 0, ZF_ENGINES_MAX, &engines[i]) < 0)
+			cli_die(EXIT_USAGE, "--engines: expected counts from 0 to %d, got '%s'",
+				ZF_ENGINES_MAX, engine_names[i]);
+	}
+	n_folios = cli_parse_units(folio_arg, folios, MAX_LIST);
+	if (n_images == 0)
+		images[n_images++] = "sample";
+
+	if (!json)
+		print_header();
+	for (int ii = 0; ii < n_images; ii++) {
+		zf_image *img = cli_open_image(images[ii]);
+		const char *name = zf_image_name(img);
+		/* Whole 2 MiB folios only, so that every folio size sees the same bytes. */
+		const uint64_t bytes = zf_image_size(img) / ZF_UNIT_MAX * ZF_UNIT_MAX;
+		uint8_t *back;
+
+		if (bytes == 0)
+			cli_die(EXIT_USAGE, "%s: smaller than one 2 MiB folio", name);
+		back = cli_map_buffer(bytes);
+		for (int ci = 0; ci < n_codecs; ci++) {
+			const zf_codec *codec = cli_find_codec(codec_names[ci]);
+
+			for (int mi = 0; mi < n_modes; mi++) {
+				for (int fi = 0; fi < n_folios; fi++) {
+					for (int ei = 0; ei < n_engines; ei++) {
+						struct config c = { 0 };
+						struct result r;
+
+						parse_mode(mode_names[mi], &c);
+						c.folio = folios[fi];
+						c.engines = (unsigned)engines[ei];
+						run_config(name, codec, zf_image_data(img), bytes,
+							   &c, (int)repeat, (int)gets, back, &r);
+						cli_progress_done();
+						if (json)
+							print_json(&r);
+						else
+							print_row(&r);
+						fflush(stdout);
+					}
+				}
+			}
+		}
+		munmap(back, bytes);
+		zf_image_close(img);
+	}
+	return 0;
+}
