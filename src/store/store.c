@@ -18,19 +18,26 @@
  *
  * The folio rule (DESIGN.md: stored whole or not at all): a put compresses and allocates
  * every unit before it touches the table; if any unit fails, what it allocated is freed
- * and the keys keep what they had. Limits are checked once per folio, and the counters
- * move once per folio, under one lock that zf_store_get_stats() also takes: a snapshot
- * never shows half a folio.
+ * and the keys keep what they had. Limits are checked once per folio. The counters move
+ * under one lock that zf_store_get_stats() also takes, twice per put: the new units, all
+ * of them, before any is in the table, then the units they replaced, all of them. A
+ * snapshot never shows half a folio (between the two it shows both versions).
  *
- * Engines. A put submits its units as one batch (zf_batch) and waits; with engines the
- * units compress in parallel, the caller helping; with none, in the caller. A get never
- * goes through the engines: it decompresses in its own thread, so it never waits behind
- * a 2 MiB folio's compressions (the lesson of the Linux IAA batching series).
+ * Engines. With engines, a put of 256 KiB of units or more queues them as four batches
+ * and stores the first batch's units (pool, copy) while the engines compress the rest;
+ * the engines return an XXH3 of each output with it. The putting thread compresses too,
+ * unless the engines are as many as the CPUs. Smaller puts compress in the caller: the
+ * handoff costs more than it saves. A get never goes through the engines: it decompresses
+ * in its own thread, with a context kept per thread, so it never waits behind a 2 MiB
+ * folio's compressions (the lesson of the Linux IAA batching series).
  *
  * Limits follow zswap: when the pool's pages reach max_pool_bytes, pool_limit_hit counts
  * and the store is "full"; it accepts again once the pool is back under
- * accept_threshold_pct of the limit. Full, it rejects, or first writes the oldest entries
- * back to the backing file (LRU order: the order they were stored).
+ * accept_threshold_pct of the limit. Full, it compacts the pool (if anything was freed
+ * since the last time), then rejects, or first writes the oldest entries back to the
+ * backing file (LRU order: the order they were stored). The pool does not compact on
+ * free(): a store frees and allocates all the time, and pages given back are faulted in
+ * again by the next puts.
  *
  * Lock order: shard lock, then lru_lock, then stats_lock. Writeback takes an entry off
  * the LRU under lru_lock alone (with a reference) and then its shard lock.
@@ -686,11 +693,12 @@ static int store_units(zf_store *s, struct workset *w, const uint8_t *src, uint3
 		       unsigned *poor, unsigned *cfail)
 {
 	for (unsigned i = from; i < to; i++) {
-		const zf_job *j = out[i].raw ? NULL : &w->jobs[job_of[i]];
+		const zf_job *j;
 		const void *data;
 
 		if (out[i].kind != ENTRY_POOL)
-			continue;
+			continue; /* same-filled: no job, no pool */
+		j = out[i].raw ? NULL : &w->jobs[job_of[i]];
 		if (!j || j->status == -E2BIG) {
 			if (s->o.reject_incompressible) {
 				(*poor)++;
