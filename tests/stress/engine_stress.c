@@ -91,15 +91,6 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 	_exit(1);
 }
 
-static uint64_t next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Room for any codec's output of len bytes, incompressible input included. */
 static size_t bound(size_t len)
 {
@@ -111,7 +102,7 @@ static void fill_page(uint8_t *p, uint64_t *s)
 {
 	static const char *const words[] = { "the ",  "page ", "folio ", "zswap ",  "{\"id\": ",
 					     "null,", "true,", "\n    ", "return ", "value " };
-	const uint64_t kind = next(s) % 10;
+	const uint64_t kind = stress_rand(s) % 10;
 	size_t i = 0;
 
 	if (kind == 0) {
@@ -119,7 +110,7 @@ static void fill_page(uint8_t *p, uint64_t *s)
 		return;
 	}
 	if (kind == 1) {
-		const uint64_t v = next(s);
+		const uint64_t v = stress_rand(s);
 
 		for (; i < ZF_PAGE_SIZE; i += 8)
 			memcpy(p + i, &v, 8);
@@ -127,14 +118,14 @@ static void fill_page(uint8_t *p, uint64_t *s)
 	}
 	if (kind == 9) {
 		for (; i < ZF_PAGE_SIZE; i += 8) {
-			const uint64_t v = next(s);
+			const uint64_t v = stress_rand(s);
 
 			memcpy(p + i, &v, 8);
 		}
 		return;
 	}
 	while (i < (kind == 8 ? ZF_PAGE_SIZE / 2 : ZF_PAGE_SIZE)) {
-		const uint64_t r = next(s);
+		const uint64_t r = stress_rand(s);
 		char num[24];
 		const char *w = words[r % ARRAY_SIZE(words)];
 		size_t n;
@@ -150,7 +141,7 @@ static void fill_page(uint8_t *p, uint64_t *s)
 		i += n;
 	}
 	for (; i + 8 <= ZF_PAGE_SIZE; i += 8) {
-		const uint64_t v = next(s);
+		const uint64_t v = stress_rand(s);
 
 		memcpy(p + i, &v, 8);
 	}
@@ -171,7 +162,7 @@ static void check_unit(const uint8_t *have, const uint8_t *want, size_t len, con
 
 static size_t pick_unit(struct worker *w, size_t *count)
 {
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 	const unsigned p = (unsigned)(r % 100);
 	size_t unit;
 
@@ -189,7 +180,7 @@ static size_t pick_unit(struct worker *w, size_t *count)
 /* Submits jobs on one batch, or split over both, and waits; returns the failures counted. */
 static int run_jobs(struct worker *w, zf_job *jobs, size_t n, int want_failed)
 {
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 	int ret;
 
 	if (n >= 2 && r % 6 == 0) {
@@ -237,7 +228,7 @@ static int run_jobs(struct worker *w, zf_job *jobs, size_t n, int want_failed)
 static void one_iteration(struct worker *w, unsigned long iter)
 {
 	size_t count, unit = pick_unit(w, &count);
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 	const zf_codec *codec = codecs[r % ncodecs];
 	const int mixed = (r >> 8) % 5 == 0;
 	const size_t bad = (r >> 16) % 20 == 0 ? (size_t)((r >> 24) % count) : SIZE_MAX;
@@ -253,7 +244,7 @@ static void one_iteration(struct worker *w, unsigned long iter)
 	}
 	for (size_t i = 0; i < count; i++) {
 		zf_job *j = &w->cjobs[i];
-		const uint64_t q = next(&w->rng);
+		const uint64_t q = stress_rand(&w->rng);
 
 		*j = (zf_job){ .codec = mixed ? codecs[q % ncodecs] : codec,
 			       .op = ZF_JOB_COMPRESS,
@@ -357,7 +348,7 @@ static void *worker_main(void *arg)
 		fill_page(w->data + off, &w->rng);
 	new_batches(w);
 	for (unsigned long i = 0; i < iters; i++) {
-		if (next(&w->rng) % 50 == 0) {
+		if (stress_rand(&w->rng) % 50 == 0) {
 			new_batches(w);
 			w->new_batches++;
 		}

@@ -114,20 +114,11 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 	abort();
 }
 
-static uint64_t next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t mix(uint64_t a, uint64_t b, uint64_t c)
 {
 	uint64_t s = a * 0xd1b54a32d192ed03ull ^ b * 0x9e3779b97f4a7c15ull ^ c;
 
-	return next(&s);
+	return stress_rand(&s);
 }
 
 static uint64_t page_sum(const uint8_t *p)
@@ -170,7 +161,7 @@ static void gen_page(uint8_t *p, uint32_t owner, uint64_t index, uint32_t versio
 
 		for (size_t i = 0; i < PAGE; i += 8) {
 			/* Random, or (no sample) words from a small alphabet: compressible. */
-			uint64_t w = next(&s);
+			uint64_t w = stress_rand(&s);
 
 			if (kind > 3)
 				w &= 0x0f0f0f0f0f0f0f0full;
@@ -250,7 +241,7 @@ static uint64_t shadow_drop(struct worker *w, uint64_t index, uint64_t pages)
 
 static void own_put(struct worker *w)
 {
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 	const unsigned pick = (unsigned)(r % 100);
 	const size_t len = pick < 40   ? PAGE
 			   : pick < 58 ? 4 * PAGE
@@ -328,7 +319,7 @@ static void own_get(struct worker *w, uint64_t p, int whole)
 
 static void own_invalidate(struct worker *w)
 {
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 	const uint64_t index = r % OWN_PAGES, pages = 1 + (r >> 32) % 80;
 	const uint64_t want = shadow_drop(w, index, pages);
 	const long ret = zf_store_invalidate(store, w->owner, index, pages);
@@ -368,7 +359,7 @@ static uint32_t shared_unit(void)
 static void shared_put(struct worker *w)
 {
 	const uint64_t pages = SHARED_FOLIO / PAGE;
-	const uint64_t index = next(&w->rng) % (SHARED_PAGES / pages) * pages;
+	const uint64_t index = stress_rand(&w->rng) % (SHARED_PAGES / pages) * pages;
 	const uint32_t version = w->id << 24 | (++w->version & 0xffffff);
 	const unsigned order = (unsigned)__builtin_ctz(shared_unit() / PAGE);
 	int ret;
@@ -390,7 +381,7 @@ static void shared_put(struct worker *w)
 
 static void shared_get(struct worker *w)
 {
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 	const uint64_t upages = shared_unit() / PAGE;
 	const int whole = r % 2;
 	const uint64_t index =
@@ -429,7 +420,7 @@ static void shared_get(struct worker *w)
 
 static void shared_invalidate(struct worker *w)
 {
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 	const uint64_t pages = SHARED_FOLIO / PAGE;
 	const uint64_t index = r % (SHARED_PAGES / pages) * pages, n = 1 + (r >> 32) % 3;
 	const long ret = zf_store_invalidate(store, SHARED_OWNER, index, n * pages);
@@ -445,7 +436,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 
 	for (unsigned long i = 0; i < iters; i++) {
-		const uint64_t r = next(&w->rng);
+		const uint64_t r = stress_rand(&w->rng);
 		const unsigned what = (unsigned)(r % 100);
 		const uint64_t p = (r >> 8) % OWN_PAGES;
 

@@ -96,15 +96,6 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 	abort();
 }
 
-static uint64_t next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Byte i of an object of size bytes written with cookie: word (n - w) ^ cookie. */
 static uint8_t cookie_byte(uint64_t cookie, size_t size, size_t i)
 {
@@ -212,7 +203,7 @@ static void write_cookie(struct worker *w, struct object *o, size_t len, uint64_
 
 static size_t pick_size(struct worker *w)
 {
-	const uint64_t r = next(&w->rng);
+	const uint64_t r = stress_rand(&w->rng);
 
 	switch (r % 100) {
 	case 0:
@@ -253,7 +244,7 @@ static void obj_alloc(struct worker *w, struct object *o)
 	w->allocs++;
 	w->big += size > 65536;
 	w->unit_max += size >= ZF_UNIT_MAX - 4;
-	write_cookie(w, o, size, next(&w->rng) | 1);
+	write_cookie(w, o, size, stress_rand(&w->rng) | 1);
 	verify(o, "after alloc");
 }
 
@@ -314,7 +305,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 
 	for (unsigned long i = 0; i < iters; i++) {
-		const uint64_t r = next(&w->rng);
+		const uint64_t r = stress_rand(&w->rng);
 		struct object *o = &w->slots[r % scale];
 		const unsigned what = (unsigned)((r >> 32) % 100);
 
@@ -326,13 +317,14 @@ static void *worker_main(void *arg)
 			verify(o, "read");
 			w->reads++;
 		} else if (what < 55) {
-			write_cookie(w, o, o->size, next(&w->rng) | 1);
+			write_cookie(w, o, o->size, stress_rand(&w->rng) | 1);
 			verify(o, "after overwrite");
 			w->writes++;
 		} else if (what < 65) {
 			if (o->prefix_len == 0) {
-				write_cookie(w, o, (size_t)(next(&w->rng) % (o->size + 1ull)),
-					     next(&w->rng) | 1);
+				write_cookie(w, o,
+					     (size_t)(stress_rand(&w->rng) % (o->size + 1ull)),
+					     stress_rand(&w->rng) | 1);
 				verify(o, "after a prefix write");
 				w->writes++;
 			}
