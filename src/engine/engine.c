@@ -200,6 +200,23 @@ static void ctx_cache_clear(struct ctx_cache *c)
 /* Jobs                                                                             */
 /* -------------------------------------------------------------------------------- */
 
+int engine_job_run(zf_codec_ctx *ctx, zf_job *job)
+{
+	int ret;
+
+	if (job->op == ZF_JOB_COMPRESS)
+		ret = zf_codec_compress(ctx, job->src, job->src_len, job->dst, job->dst_cap);
+	else
+		ret = zf_codec_decompress(ctx, job->src, job->src_len, job->dst, job->dst_cap);
+	/* The checksum of the compressed bytes, as IAA and QPL give a CRC with the output. */
+	if (ret > 0 && (job->flags & ZF_JOB_CHECKSUM))
+		job->checksum =
+			XXH3_64bits(job->op == ZF_JOB_COMPRESS ? job->dst : job->src,
+				    job->op == ZF_JOB_COMPRESS ? (size_t)ret : job->src_len);
+	job->status = ret;
+	return ret;
+}
+
 /* Runs one job with a context from cache and stores its status. */
 static int job_run(zf_engines *e, struct ctx_cache *cache, zf_job *job)
 {
@@ -207,24 +224,10 @@ static int job_run(zf_engines *e, struct ctx_cache *cache, zf_job *job)
 	int ret;
 
 	if (unlikely(!job->codec || !job->src || !job->dst ||
-		     (job->op != ZF_JOB_COMPRESS && job->op != ZF_JOB_DECOMPRESS))) {
+		     (job->op != ZF_JOB_COMPRESS && job->op != ZF_JOB_DECOMPRESS)))
 		ret = -EINVAL;
-	} else {
-		ret = ctx_cache_get(e, cache, job->codec, &ctx);
-		if (likely(ret == 0)) {
-			if (job->op == ZF_JOB_COMPRESS)
-				ret = zf_codec_compress(ctx, job->src, job->src_len, job->dst,
-							job->dst_cap);
-			else
-				ret = zf_codec_decompress(ctx, job->src, job->src_len, job->dst,
-							  job->dst_cap);
-		}
-	}
-	/* The checksum of the compressed bytes, as IAA and QPL give a CRC with the output. */
-	if (ret > 0 && (job->flags & ZF_JOB_CHECKSUM))
-		job->checksum =
-			XXH3_64bits(job->op == ZF_JOB_COMPRESS ? job->dst : job->src,
-				    job->op == ZF_JOB_COMPRESS ? (size_t)ret : job->src_len);
+	else if (likely((ret = ctx_cache_get(e, cache, job->codec, &ctx)) == 0))
+		return engine_job_run(ctx, job);
 	job->status = ret;
 	return ret;
 }

@@ -3,7 +3,8 @@
  *
  * A job budget that holds the engine threads, so that a test can queue work and let the
  * engines take it job by job (queue order is then observable without timing), and the
- * number of codec contexts made (per-thread context reuse). See engine.c for the design.
+ * number of codec contexts made (per-thread context reuse); and the job runner itself, for
+ * the store's puts too small to hand to the engines. See engine.c for the design.
  */
 #ifndef ZF_ENGINE_H
 #define ZF_ENGINE_H
@@ -22,5 +23,12 @@ long engine_budget(zf_engines *engines);
 
 /* Codec contexts made so far, by the engine threads and by the batches' waiters. */
 uint64_t engine_contexts_created(zf_engines *engines);
+
+/*
+ * Runs a valid job (codec, buffers and op checked) with ctx, a context for its codec,
+ * in the calling thread, as an engine runs it: status, and the checksum when asked.
+ * Returns the status. For callers that decide a batch is too small to hand over.
+ */
+int engine_job_run(zf_codec_ctx *ctx, zf_job *job);
 
 #endif /* ZF_ENGINE_H */

@@ -53,6 +53,7 @@
 
 #include "../backing/backing.h"
 #include "../common/common.h"
+#include "../engine/engine.h"
 #include "store.h"
 
 #define STORE_PAGE ZF_PAGE_SIZE
@@ -740,13 +741,8 @@ static long drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pag
  */
 static void compress_inline(struct workset *w, unsigned njobs)
 {
-	for (unsigned i = 0; i < njobs; i++) {
-		zf_job *j = &w->jobs[i];
-
-		j->status = zf_codec_compress(w->ctx, j->src, j->src_len, j->dst, j->dst_cap);
-		if (j->status > 0)
-			j->checksum = XXH3_64bits(j->dst, (size_t)j->status);
-	}
+	for (unsigned i = 0; i < njobs; i++)
+		engine_job_run(w->ctx, &w->jobs[i]);
 }
 
 /* n zeroed entries into ents; on failure none (ents[0] NULL) and -ENOMEM. */
@@ -1004,7 +1000,10 @@ static struct get_ctx *get_ctx_of(const zf_codec *codec, int scratch)
 	return g;
 }
 
-/* Reads a unit's stored bytes (pool or backing), checks them and decompresses into dst. */
+/*
+ * Reads a unit's stored bytes (pool or backing: same-filled units never get here), checks
+ * them and decompresses into dst.
+ */
 static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e, uint8_t *dst,
 		     int *bd_read, int *bd_error)
 {
@@ -1012,10 +1011,6 @@ static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e,
 	const void *data;
 	int ret = 0;
 
-	if (e->kind == ENTRY_SAME) {
-		fill_same(dst, unit, e->where);
-		return 0;
-	}
 	if (e->kind == ENTRY_BACKING) {
 		struct backing_io io = {
 			.slot = e->where, .buf = g->stored, .len = e->clen, .op = BACKING_READ

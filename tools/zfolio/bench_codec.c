@@ -338,9 +338,7 @@ static int bench_codec(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "i:c:u:r:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'i':
-			if (n_images == MAX_LIST)
-				cli_die(EXIT_USAGE, "at most %d images", MAX_LIST);
-			images[n_images++] = optarg;
+			cli_add_image(images, &n_images, MAX_LIST, optarg);
 			break;
 		case 'c':
 			codec_arg = optarg;

@@ -800,9 +800,7 @@ int bench_zpool(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "i:c:u:s:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'i':
-			if (n_images == MAX_LIST)
-				cli_die(EXIT_USAGE, "at most %d images", MAX_LIST);
-			images[n_images++] = optarg;
+			cli_add_image(images, &n_images, MAX_LIST, optarg);
 			break;
 		case 'c':
 			codec_arg = optarg;

@@ -252,3 +252,10 @@ double cli_percentile(double *v, int n, double p)
 	rank = (int)ceil(p / 100 * n);
 	return v[rank < 1 ? 0 : rank > n ? n - 1 : rank - 1];
 }
+
+void cli_add_image(const char **images, int *n, int max, const char *path)
+{
+	if (*n == max)
+		cli_die(EXIT_USAGE, "at most %d images", max);
+	images[(*n)++] = path;
+}

@@ -70,6 +70,8 @@ double cli_percentile(double *v, int n, double p);
  * Exits with a message on error.
  */
 zf_image *cli_open_image(const char *path);
+/* Appends path to images[] (--image, repeatable); exits with code 2 past max of them. */
+void cli_add_image(const char **images, int *n, int max, const char *path);
 
 /* The subcommands. Each takes its own argv (argv[0] is the subcommand name). */
 int cmd_bench(int argc, char **argv);
