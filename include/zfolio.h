@@ -597,6 +597,168 @@ ZF_API void zf_store_get_stats(zf_store *store, zf_store_stats *stats);
  */
 ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
 
+/* ---------------------------------------------------------------------------------- */
+/* Region: transparent compressed swap of a program's memory (userfaultfd)             */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A zf_region is anonymous memory that the program uses through ordinary pointers and
+ * that zfolio pages out to a zf_store and back in, unit by unit, through userfaultfd: an
+ * evicted unit comes back whole on the first touch of any of its pages. Units leave on
+ * zf_region_pageout() (madvise(MADV_PAGEOUT)'s analog) or when the resident bytes pass
+ * the residency limit (a reclaim thread, second-chance clock over units).
+ *
+ * Memory the program never wrote reads as zeros, as anonymous memory does; a
+ * madvise(MADV_DONTNEED) inside the region drops what zfolio kept for those pages, and
+ * munmap() of part of the region drops that part. A region is not inherited by a
+ * child after fork() (MADV_DONTFORK: the child faults with SIGSEGV if it touches it);
+ * see zf_region_options.fault_mode for what the fast mode costs.
+ *
+ * Needs userfaultfd: root, or /dev/userfaultfd access, or vm.unprivileged_userfaultfd;
+ * zf_region_create() returns -EPERM or -ENOSYS when the kernel refuses it.
+ */
+typedef struct zf_region zf_region;
+
+enum zf_fault_mode {
+	/*
+	 * Fault-service threads read the userfaultfd and serve each fault: fully
+	 * transparent (system calls that read or write evicted memory work), at the cost
+	 * of a cross-thread wakeup per fault (~14 us on a 2-vCPU VM).
+	 */
+	ZF_FAULT_THREAD = 0,
+	/*
+	 * UFFD_FEATURE_SIGBUS: the faulting thread serves its own fault in a SIGBUS handler
+	 * that zfolio installs (chaining to the program's handler for addresses outside
+	 * every region). No wakeup: 3-4x faster at 4 KiB. Costs: a system call that touches
+	 * evicted memory from the kernel (read(2) into it, O_DIRECT, /proc/PID/mem) fails
+	 * with EFAULT instead of faulting it in; the program must not block SIGBUS in threads
+	 * that touch the region, nor replace zfolio's handler while a region exists.
+	 */
+	ZF_FAULT_SIGBUS = 1,
+};
+
+enum zf_swapin_mode {
+	ZF_SWAPIN_WHOLE = 0, /* a fault brings the whole unit in (decompressed once) */
+	/*
+	 * A fault brings in only its 4 KiB page, decompressing the unit for each page, as
+	 * the kernel does when it cannot swap a large folio in: for comparison.
+	 */
+	ZF_SWAPIN_PER_PAGE = 1,
+};
+
+typedef struct zf_region_options {
+	size_t struct_size; /* sizeof(zf_region_options), set by zf_region_options_init() */
+	uint32_t unit; /* bytes, a power of two 4 KiB..2 MiB; default 64 KiB */
+	/* For the region's own store (when zf_region_create() gets no store): */
+	const char *codec; /* default "lz4" */
+	unsigned engines; /* compression threads, default 0 */
+	/*
+	 * Residency limit in bytes (rounded down to units, at least two units); 0: none.
+	 * Past it a reclaim thread evicts the coldest units, reclaim_batch bytes at a
+	 * time (default 2 MiB, at least one unit); a fault that would take the region past
+	 * limit + reclaim_batch waits for it. So resident bytes stay under limit + batch.
+	 */
+	uint64_t limit;
+	uint64_t reclaim_batch;
+	/*
+	 * Readahead: after two faults on consecutive units, a readahead thread brings in
+	 * the next readahead units ahead of the faults (swap_ra, swap_ra_hit). 0: none.
+	 */
+	unsigned readahead;
+	enum zf_fault_mode fault_mode; /* default ZF_FAULT_THREAD */
+	unsigned fault_threads; /* ZF_FAULT_THREAD: threads serving faults, default 1 */
+	enum zf_swapin_mode swapin; /* default ZF_SWAPIN_WHOLE */
+	/*
+	 * Clean copies: a unit swapped in keeps its stored copy, and its pages are placed
+	 * write-protected, until the first write drops the copy; evicting a clean unit
+	 * again then costs no compression (the swap cache's idea). Default off.
+	 */
+	int keep_clean;
+	/* The owner id of the region's pages in the store; 0: a fresh one. */
+	uint32_t owner;
+} zf_region_options;
+
+ZF_API void zf_region_options_init(zf_region_options *options);
+
+/*
+ * Makes a region of size bytes (rounded up to whole units), swapping to store (which it
+ * does not own and which must outlive it), or to a store of its own (unit mode with the
+ * region's unit) when store is NULL. Returns 0, or -EINVAL (a bad option), -EPERM /
+ * -ENOSYS / -ENOTSUP (userfaultfd unavailable, or lacks a feature the options need),
+ * -ENOMEM, or the error of creating the store.
+ */
+ZF_API int zf_region_create(zf_store *store, size_t size, const zf_region_options *options,
+			    zf_region **region);
+/*
+ * Tears the region down: stops reclaim and readahead, unregisters the memory (threads
+ * faulting on it at that moment are woken and see zeros where units were evicted: they
+ * are using memory being freed), joins the service threads, unmaps it and drops its
+ * units from the store.
+ */
+ZF_API void zf_region_destroy(zf_region *region);
+ZF_API void *zf_region_base(const zf_region *region);
+ZF_API size_t zf_region_size(const zf_region *region);
+ZF_API uint32_t zf_region_unit(const zf_region *region);
+ZF_API zf_store *zf_region_store(const zf_region *region);
+
+/*
+ * Evicts every resident unit that [addr, addr + len) touches (a partly covered unit
+ * goes whole): write-protects it, stores it, drops its pages. A unit the store refuses
+ * (full, incompressible with reject_incompressible, no memory) stays resident and counts
+ * in reject. Returns the number of units evicted, or -EINVAL (range outside the region).
+ */
+ZF_API long zf_region_pageout(zf_region *region, void *addr, size_t len);
+
+enum zf_region_advice {
+	ZF_ADV_COLD = 1, /* the units go first when reclaim next needs room */
+	ZF_ADV_HOT = 2, /* the units are in use: reclaim passes them once; evicted ones come in now */
+};
+/* Returns 0, or -EINVAL (range outside the region or unknown advice). */
+ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len, int advice);
+
+/* Fault-service latency histogram buckets: see zf_region_stats. */
+#define ZF_REGION_LAT_BUCKETS 64
+
+/*
+ * The region's counters. Pages are 4 KiB. Units sizes are the region's one unit size:
+ * the per-size arrays (index: log2(unit / 4 KiB)) are there so the figures read like
+ * the kernel's per-order stats.
+ */
+typedef struct zf_region_stats {
+	uint64_t size, unit; /* bytes */
+	uint64_t resident_bytes, resident_max; /* units resident (zero-filled or swapped in) */
+	uint64_t evicted_units; /* units in the store now */
+	uint64_t swpout, swpin; /* pages out (evicted), pages in (from the store) */
+	uint64_t swpout_units[ZF_STORE_ORDERS], swpin_units[ZF_STORE_ORDERS];
+	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* per-page swap-ins, by the unit's size */
+	uint64_t pgmajfault; /* faults served from the store */
+	uint64_t pgfault_zero; /* faults served with zeros (memory never written) */
+	uint64_t wp_faults; /* writes to write-protected pages (eviction, clean copies) */
+	uint64_t fault_waits; /* faults that waited for an eviction or another swap-in */
+	uint64_t limit_waits; /* faults that waited for reclaim (at limit + batch) */
+	uint64_t evict_pageout, evict_reclaim; /* units evicted, by cause */
+	uint64_t reject; /* units the store refused: they stayed resident */
+	uint64_t clean_kept; /* swap-ins that kept their stored copy */
+	uint64_t clean_evict; /* evictions of clean units: no compression */
+	uint64_t clean_dropped; /* clean copies dropped by a write */
+	uint64_t swap_ra, swap_ra_hit; /* units read ahead; of them, used before evicted */
+	uint64_t ev_remove, ev_unmap, ev_remap; /* the program's madvise/munmap/mremap */
+	uint64_t copy_eagain, copy_eexist; /* UFFDIO_COPY retries, already-present answers */
+	uint64_t fault_fail; /* faults that could not be served (SIGBUS) */
+	/*
+	 * Fault-service latency, from the fault reaching zfolio to its resolving ioctl
+	 * (thread mode: after the wakeup; SIGBUS mode: the signal handler's own time).
+	 * Bucket i counts faults of [2^(i/4), 2^((i+1)/4)) ns, roughly; the percentiles
+	 * are read from it (upper bucket bounds).
+	 */
+	uint64_t fault_lat[ZF_REGION_LAT_BUCKETS];
+	uint64_t fault_p50_ns, fault_p99_ns, fault_p999_ns;
+} zf_region_stats;
+
+ZF_API void zf_region_get_stats(zf_region *region, zf_region_stats *stats);
+/* As text, "name value" lines (see zf_store_stats_text()). */
+ZF_API size_t zf_region_stats_text(zf_region *region, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1038,11 +1038,12 @@ static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e,
 	return ret;
 }
 
-int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t len)
+/* zf_store_get() with a given context (g NULL: this thread's). */
+static int store_get(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t index, void *dst,
+		     size_t len)
 {
 	struct entry_view v;
 	struct entry *e;
-	struct get_ctx *g;
 	uint32_t unit;
 	int ret, partial, bd_read = 0, bd_error = 0;
 
@@ -1058,7 +1059,7 @@ int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t 
 	if (v.kind == ENTRY_SAME) {
 		fill_same(dst, len, v.where);
 		ret = 0;
-	} else if (!(g = get_ctx_of(s->codec, partial || v.kind == ENTRY_BACKING))) {
+	} else if (!g && !(g = get_ctx_of(s->codec, partial || v.kind == ENTRY_BACKING))) {
 		ret = -ENOMEM;
 	} else if (partial) {
 		ret = load_unit(s, g, &v, g->unit, &bd_read, &bd_error);
@@ -1083,6 +1084,69 @@ int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t 
 	}
 	s->n.bd_read_errors += bd_error;
 	pthread_mutex_unlock(&s->stats_lock);
+	entry_put(s, e);
+	return ret;
+}
+
+int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t len)
+{
+	return store_get(s, NULL, owner, index, dst, len);
+}
+
+int store_reader_create(zf_store *s, struct store_reader **out)
+{
+	struct get_ctx *g;
+
+	RETURN_IF(!s || !out, -EINVAL);
+	g = calloc(1, sizeof(*g));
+	RETURN_IF(!g, -ENOMEM);
+	g->unit = malloc(ZF_UNIT_MAX);
+	g->stored = malloc(ZF_UNIT_MAX);
+	if (!g->unit || !g->stored || zf_codec_ctx_create(s->codec, &g->ctx)) {
+		get_ctx_free(g);
+		return -ENOMEM;
+	}
+	g->codec = s->codec;
+	*out = (struct store_reader *)g;
+	return 0;
+}
+
+void store_reader_destroy(struct store_reader *r)
+{
+	if (r)
+		get_ctx_free(r);
+}
+
+int store_get_with(zf_store *s, struct store_reader *r, uint32_t owner, uint64_t index, void *dst,
+		   size_t len)
+{
+	RETURN_IF(!r, -EINVAL);
+	return store_get(s, (struct get_ctx *)r, owner, index, dst, len);
+}
+
+uint32_t store_unit(const zf_store *s)
+{
+	return STORE_PAGE << s->unit_order;
+}
+
+int store_corrupt(zf_store *s, uint32_t owner, uint64_t index)
+{
+	struct entry_view v;
+	struct entry *e;
+	uint8_t *data;
+	int ret = 0;
+
+	RETURN_IF(!s, -EINVAL);
+	e = entry_lookup(s, owner, index, &v);
+	RETURN_IF(!e, -ENOENT);
+	if (v.kind != ENTRY_POOL) {
+		ret = -ENOTSUP;
+	} else if ((data = (uint8_t *)(uintptr_t)zf_pool_read_begin(s->pool, v.where, NULL))) {
+		data[v.clen / 2] ^= 0x5a;
+		zf_pool_read_end(s->pool, v.where);
+	} else {
+		ret = -EBADMSG;
+	}
 	entry_put(s, e);
 	return ret;
 }

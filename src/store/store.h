@@ -1,5 +1,6 @@
 /*
- * store.h - the store's internals for its tests: a hook to make the backing file fail.
+ * store.h - the store's internals for the region and for tests: readers for gets from a
+ * signal handler, and hooks that make the backing file fail or corrupt a unit.
  * See store.c for the design; the API is in include/zfolio.h.
  */
 #ifndef ZF_STORE_H
@@ -13,5 +14,23 @@
  * -ENODEV for a store without a backing file.
  */
 int store_inject_backing_error(zf_store *s, int op, uint64_t after_n, int err);
+
+/*
+ * A reader: a codec context and scratch room of its own, for gets made where the
+ * per-thread one of zf_store_get() cannot be made (a signal handler must not allocate).
+ * store_get_with() is zf_store_get() with it; the reader serves one thread at a time.
+ */
+struct store_reader;
+int store_reader_create(zf_store *s, struct store_reader **r);
+void store_reader_destroy(struct store_reader *r);
+int store_get_with(zf_store *s, struct store_reader *r, uint32_t owner, uint64_t index, void *dst,
+		   size_t len);
+
+/* The store's unit: 4096 in split mode. */
+uint32_t store_unit(const zf_store *s);
+
+/* For tests: flips a byte of the stored unit that holds page index of owner, so that its
+ * checksum fails. Returns 0, -ENOENT, or -ENOTSUP (same-filled or written back). */
+int store_corrupt(zf_store *s, uint32_t owner, uint64_t index);
 
 #endif /* ZF_STORE_H */

@@ -1,0 +1,1982 @@
+/*
+ * region.c - transparent compressed swap of a program's memory through userfaultfd.
+ *
+ * A region is an anonymous mapping registered with a userfaultfd in MISSING and WP modes.
+ * Each unit (4 KiB..2 MiB) has one 32-bit state word, changed only by compare-and-swap:
+ *
+ *   EMPTY --first touch: zero page--> RESIDENT --evict--> EVICTING --stored, dropped--> EVICTED
+ *     ^                                 ^  |                   |                          |
+ *     |                                 |  +--store refused----+                          |
+ *     +--- madvise(DONTNEED) ---        +------------- LOADING <---- fault / readahead ---+
+ *
+ * Whoever moves a unit into EVICTING or LOADING owns it until it moves it out; everybody
+ * else waits (F_WAIT): a fault-service thread leaves the fault unanswered (the faulting
+ * thread stays asleep in the kernel) and the owner wakes the unit's range (UFFDIO_WAKE)
+ * when done; a SIGBUS-mode fault sleeps on the state word (futex). So a unit is
+ * decompressed once however many threads fault on it, and the service threads never
+ * block: they must keep reading the userfaultfd, because the kernel holds madvise() and
+ * munmap() callers - our own evictions among them - until their event has been read.
+ *
+ * Eviction (invariant 1, no lost write): claim the units (RESIDENT -> EVICTING),
+ * write-protect them (UFFDIO_WRITEPROTECT), find holes (mincore: pages never touched or
+ * dropped read as zeros and are stored as such, never read, since reading one would
+ * fault), store them (zf_store_put, as folios of up to 2 MiB so the store's engines get
+ * batches), drop their pages (MADV_DONTNEED), mark them EVICTED and wake whoever
+ * waited. A write that races sees the write-protection (or a missing page), waits, and
+ * after the wakeup faults the unit back in with its own data still to write. A unit the
+ * store refuses is unprotected and stays resident. Our own MADV_DONTNEED raises a
+ * REMOVE event like the program's would: the evictor publishes the range it drops and
+ * the service thread that reads the event acknowledges it instead of acting on it.
+ *
+ * Swap-in: a fault on an EVICTED unit claims it (LOADING), reads the whole unit from the
+ * store (decompressed once), places it with one UFFDIO_COPY (which wakes every thread
+ * waiting on the range) and drops the stored copy - or keeps it, with the pages placed
+ * write-protected, when clean copies are on; the first write then drops the copy. In
+ * per-page mode only the faulting page is placed (the unit decompressed for each page)
+ * and the copy goes when mincore() shows every page in.
+ *
+ * Access information: faults only. The clock's referenced bit is set when a unit is
+ * faulted or zero-filled and by ZF_ADV_HOT, and cleared by the hand: reads of a resident
+ * unit are invisible without a fault, and scanning for them (soft-dirty, page_idle,
+ * PAGEMAP_SCAN) would cost a pass over page tables per reclaim for information that a
+ * compressed tier, whose residents were all faulted recently, mostly has already.
+ * UFFD_FEATURE_WP_ASYNC was not used: it resolves write-protect faults in the kernel,
+ * and the eviction protocol needs writers to wait.
+ *
+ * Fault service modes (see the header and ../../bench/results/region.md for figures):
+ * service threads reading the descriptor (transparent; one wakeup per fault), or
+ * UFFD_FEATURE_SIGBUS, where the faulting thread serves itself in a SIGBUS handler (no
+ * wakeup). In SIGBUS mode a thread still reads the descriptor for events. The signal
+ * handler takes no lock that code outside zfolio can hold and allocates nothing: it
+ * takes a preallocated fault context (codec context, buffers) from a lock-free set.
+ *
+ * Events. REMOVE (madvise DONTNEED of the program) turns covered units EMPTY and drops
+ * their stored copies; a partly covered evicted unit is read back, the covered part
+ * zeroed, and stored again. UNMAP drops the units (GONE). REMAP (mremap moving region
+ * memory away): the moved units' stored data is placed at the new address, the new
+ * range is unregistered, and the units leave the region (GONE). An event that finds a
+ * unit in transition (EVICTING, LOADING) is deferred until the owner is done, and faults
+ * on the unit wait for it (F_EVENT).
+ *
+ * fork(): the region is MADV_DONTFORK; a child does not have it (userfaultfd
+ * registrations are not inherited either without UFFD_FEATURE_EVENT_FORK, and evicted
+ * pages would read as zeros in the child: silent corruption; not having it is loud).
+ *
+ * A fault that cannot be served (checksum mismatch, backing read error) fails closed:
+ * UFFDIO_POISON on the page in thread mode (the thread gets SIGBUS), the program's or
+ * the default SIGBUS disposition in SIGBUS mode; never a page of zeros.
+ */
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/common.h"
+#include "../store/store.h"
+#include "uffd_compat.h"
+
+#define RG_PAGE ZF_PAGE_SIZE
+#define RG_MAX_REGIONS 64 /* regions a SIGBUS handler can find */
+#define RG_SIG_CTXS 16 /* fault contexts for SIGBUS-mode faults in flight */
+#define RG_CHUNK ((size_t)8 << 20) /* bytes an eviction claims, protects and drops at once */
+#define RG_MSGS 16 /* messages read at once */
+#define RG_DEFERRED 64 /* events waiting for units in transition */
+
+/* The state word of a unit. */
+enum unit_state {
+	ST_EMPTY = 0, /* never touched, or dropped by the program: reads as zeros */
+	ST_RESIDENT = 1,
+	ST_EVICTING = 2,
+	ST_EVICTED = 3,
+	ST_LOADING = 4,
+	ST_GONE = 5, /* unmapped or moved away by the program */
+};
+#define ST_MASK 7u
+#define F_REF (1u << 3) /* referenced since the clock hand last passed */
+#define F_WAIT (1u << 4) /* somebody waits for the owner of the transition */
+#define F_CLEAN (1u << 5) /* the store keeps a copy; the pages are write-protected */
+#define F_COLD (1u << 6) /* ZF_ADV_COLD */
+#define F_RA (1u << 7) /* brought in by readahead, not yet passed by the faults */
+#define F_EVENT (1u << 8) /* an event waits for the transition to end */
+#define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
+
+struct fault_ctx {
+	struct store_reader *reader;
+	uint8_t *buf; /* a unit */
+};
+
+struct deferred {
+	struct uffd_msg msg;
+};
+
+struct counters {
+	_Atomic uint64_t swpout, swpin, pgmajfault, pgfault_zero, wp_faults, fault_waits,
+		limit_waits, evict_pageout, evict_reclaim, reject, clean_kept, clean_evict,
+		clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap, copy_eagain,
+		copy_eexist, fault_fail, resident_max;
+	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
+	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
+};
+
+struct zf_region {
+	uint8_t *base;
+	size_t size;
+	uint32_t unit, unit_pages, order;
+	uint64_t nunits;
+	uint32_t owner;
+	uint32_t piece; /* bytes per store get: the store's unit, at most ours */
+	zf_store *store;
+	int own_store;
+	zf_region_options o;
+	int uffd;
+	uint64_t features;
+	_Atomic uint32_t *state;
+
+	/* Residency: units resident (or being loaded), and the limit in units. */
+	_Atomic uint64_t resident;
+	uint64_t limit_units, batch_units;
+	_Atomic uint32_t resident_seq; /* futex: bumped when reclaim made room */
+	_Atomic int admit_over; /* reclaim found nothing to evict: let faults through */
+
+	/* Eviction: one evictor at a time (pageout callers, the reclaim thread). */
+	pthread_mutex_t evict_lock;
+	uint64_t hand; /* clock hand, under evict_lock */
+	uint8_t *stage; /* a unit, for units with holes; under evict_lock */
+	_Atomic uintptr_t self_start, self_len; /* the range our MADV_DONTNEED drops */
+	_Atomic uint64_t cold_units;
+
+	/* Service threads. */
+	int stop_fd; /* eventfd: tells service threads to stop */
+	pthread_t *threads;
+	unsigned nthreads;
+	pthread_mutex_t read_lock; /* reading a message and handling its events */
+	struct deferred deferred[RG_DEFERRED]; /* under read_lock */
+	unsigned ndeferred;
+	struct fault_ctx *thread_ctx; /* one per service thread */
+
+	/* SIGBUS mode. */
+	struct fault_ctx sig_ctx[RG_SIG_CTXS];
+	_Atomic uint32_t sig_free; /* bit i: sig_ctx[i] free */
+	_Atomic int sig_active; /* signal handlers inside this region */
+	int slot; /* in the registry, or -1 */
+
+	/* Reclaim and readahead threads. */
+	pthread_mutex_t bg_lock;
+	pthread_cond_t bg_cond;
+	int bg_stop, reclaim_kick;
+	uint64_t ra_next, ra_end; /* readahead wanted for [next, end), under bg_lock */
+	_Atomic uint64_t ra_last; /* the last unit a fault brought in, + 1 */
+	pthread_t reclaimer, reader;
+	int have_reclaimer, have_reader;
+	struct fault_ctx ra_ctx;
+	pthread_mutex_t advise_lock; /* for advise_ctx: ZF_ADV_HOT swap-ins */
+	struct fault_ctx advise_ctx;
+
+	struct counters n;
+};
+
+/* -------------------------------------------------------------------------------- */
+/* Small helpers                                                                    */
+/* -------------------------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define INC(r, field) atomic_fetch_add_explicit(&(r)->n.field, 1, memory_order_relaxed)
+#define ADD(r, field, v) atomic_fetch_add_explicit(&(r)->n.field, (v), memory_order_relaxed)
+
+/* Bucket of a latency: two per power of two, from 1 ns. */
+static unsigned lat_bucket(uint64_t ns)
+{
+	unsigned b, i;
+
+	if (ns < 2)
+		return 0;
+	b = 63u - (unsigned)__builtin_clzll(ns);
+	i = 2 * b + (unsigned)((ns >> (b - 1)) & 1);
+	return i < ZF_REGION_LAT_BUCKETS ? i : ZF_REGION_LAT_BUCKETS - 1;
+}
+
+/* The upper bound of bucket i, in ns. */
+static uint64_t lat_upper(unsigned i)
+{
+	const unsigned b = i / 2;
+
+	if (b == 0)
+		return 2;
+	return ((uint64_t)1 << b) + ((uint64_t)(i % 2 + 1) << (b - 1));
+}
+
+static void lat_record(zf_region *r, uint64_t t0)
+{
+	atomic_fetch_add_explicit(&r->n.lat[lat_bucket(now_ns() - t0)], 1, memory_order_relaxed);
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t val)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+static uint8_t *unit_addr(const zf_region *r, uint64_t u)
+{
+	return r->base + (u << (r->order + 12));
+}
+
+static uint64_t unit_index(const zf_region *r, uint64_t u)
+{
+	return u * r->unit_pages;
+}
+
+static int uffd_range(zf_region *r, unsigned long req, void *arg)
+{
+	return ioctl(r->uffd, req, arg) ? -errno : 0;
+}
+
+static void wake_range(zf_region *r, void *addr, size_t len)
+{
+	struct uffdio_range rg = { .start = (uintptr_t)addr, .len = len };
+
+	(void)uffd_range(r, UFFDIO_WAKE, &rg);
+}
+
+/* Write-protects (wp 1) or unprotects [addr, addr + len), retrying while the layout changes. */
+static int protect(zf_region *r, void *addr, size_t len, int wp)
+{
+	struct uffdio_writeprotect w = {
+		.range = { .start = (uintptr_t)addr, .len = len },
+		.mode = wp ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
+	};
+	int ret;
+
+	for (int tries = 0;; tries++) {
+		ret = uffd_range(r, UFFDIO_WRITEPROTECT, &w);
+		if (ret != -EAGAIN || tries > 1000)
+			return ret;
+		sched_yield();
+	}
+}
+
+/*
+ * Moves unit u from state from to to (keeping its flags, minus clear, plus set); 0, or
+ * -EAGAIN when it was not in from.
+ */
+static int unit_move(zf_region *r, uint64_t u, uint32_t from, uint32_t to, uint32_t clear,
+		     uint32_t set)
+{
+	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire);
+
+	do {
+		if ((old & ST_MASK) != from)
+			return -EAGAIN;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&r->state[u], &old, ((old & ~(ST_MASK | clear)) | set | to), memory_order_acq_rel,
+		memory_order_acquire));
+	return 0;
+}
+
+/*
+ * Ends the transition of unit u (its owner calls it): state to, flags cleared and set;
+ * wakes whoever waited (futex sleepers, and faults left unanswered on the range).
+ */
+static void unit_release(zf_region *r, uint64_t u, uint32_t to, uint32_t clear, uint32_t set)
+{
+	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire), nw;
+
+	do
+		nw = (old & ~(ST_MASK | F_WAIT | clear)) | set | to;
+	while (!atomic_compare_exchange_weak_explicit(&r->state[u], &old, nw, memory_order_acq_rel,
+						      memory_order_acquire));
+	if (old & F_WAIT) {
+		futex_wake_all(&r->state[u]);
+		wake_range(r, unit_addr(r, u), r->unit);
+	}
+}
+
+/* Marks that somebody waits on unit u while it is in state st; 0, or -EAGAIN if it left st. */
+static int unit_wait_mark(zf_region *r, uint64_t u, uint32_t *seen)
+{
+	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire);
+
+	for (;;) {
+		const uint32_t st = old & ST_MASK;
+
+		if (st != ST_EVICTING && st != ST_LOADING && !(old & F_EVENT))
+			return -EAGAIN;
+		if (old & F_WAIT)
+			break;
+		if (atomic_compare_exchange_weak_explicit(&r->state[u], &old, old | F_WAIT,
+							  memory_order_acq_rel,
+							  memory_order_acquire)) {
+			old |= F_WAIT;
+			break;
+		}
+	}
+	*seen = old;
+	return 0;
+}
+
+static void resident_add(zf_region *r, int64_t units)
+{
+	const uint64_t now =
+		atomic_fetch_add_explicit(&r->resident, (uint64_t)units, memory_order_acq_rel) +
+		(uint64_t)units;
+	uint64_t max = atomic_load_explicit(&r->n.resident_max, memory_order_relaxed);
+
+	while (now > max &&
+	       !atomic_compare_exchange_weak_explicit(&r->n.resident_max, &max, now,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Placing pages                                                                    */
+/* -------------------------------------------------------------------------------- */
+
+/*
+ * UFFDIO_COPY of len bytes from src to dst, resuming after partial copies; a page that
+ * is present already (a duplicate fault, served meanwhile) is skipped. Returns 0,
+ * -EAGAIN (the layout is changing: an event is queued; the caller retries after it is
+ * read), or -ENOENT/-ESRCH/-EINVAL (the range is gone).
+ */
+static int place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		struct uffdio_copy c = { .dst = (uintptr_t)(dst + done),
+					 .src = (uintptr_t)(src + done),
+					 .len = len - done,
+					 .mode = wp ? UFFDIO_COPY_MODE_WP : 0 };
+		int ret = uffd_range(r, UFFDIO_COPY, &c);
+
+		/* c.copy is signed: a negative value is an error, not progress. */
+		if (c.copy > 0)
+			done += (size_t)c.copy;
+		if (!ret)
+			continue;
+		if (ret == -EAGAIN && c.copy > 0)
+			continue;
+		if (ret == -EEXIST) {
+			/* Some page of the range is there: place the rest page by page. */
+			INC(r, copy_eexist);
+			if (len - done <= RG_PAGE) {
+				wake_range(r, dst + done, RG_PAGE);
+				done += RG_PAGE;
+				continue;
+			}
+			for (size_t off = done; off < len; off += RG_PAGE) {
+				int pr = place(r, dst + off, src + off, RG_PAGE, wp);
+
+				if (pr && pr != -EEXIST)
+					return pr;
+			}
+			return 0;
+		}
+		if (ret == -EAGAIN)
+			INC(r, copy_eagain);
+		return ret;
+	}
+	return 0;
+}
+
+/*
+ * Maps zero pages over [addr, addr + len). Over several pages, those present already
+ * are skipped (and their waiters woken); a single page that is present is -EEXIST.
+ */
+static int zero_fill(zf_region *r, uint8_t *addr, size_t len)
+{
+	struct uffdio_zeropage z = { .range = { .start = (uintptr_t)addr, .len = len } };
+	int ret = uffd_range(r, UFFDIO_ZEROPAGE, &z);
+
+	if (ret != -EEXIST || len == RG_PAGE)
+		return ret;
+	for (size_t off = 0; off < len; off += RG_PAGE) {
+		ret = zero_fill(r, addr + off, RG_PAGE);
+		if (ret == -EEXIST)
+			wake_range(r, addr + off, RG_PAGE);
+		else if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Residency limit and reclaim                                                      */
+/* -------------------------------------------------------------------------------- */
+
+static void reclaim_kick(zf_region *r)
+{
+	pthread_mutex_lock(&r->bg_lock);
+	r->reclaim_kick = 1;
+	pthread_cond_broadcast(&r->bg_cond);
+	pthread_mutex_unlock(&r->bg_lock);
+}
+
+/* Whether one more unit may come in now. */
+static int room_for_one(zf_region *r)
+{
+	if (!r->limit_units)
+		return 1;
+	if (atomic_load_explicit(&r->resident, memory_order_acquire) + 1 <= r->limit_units)
+		return 1;
+	return atomic_load_explicit(&r->admit_over, memory_order_acquire);
+}
+
+/* After a unit came in: reclaim starts within one batch of the limit. */
+static void after_admit(zf_region *r)
+{
+	if (r->limit_units &&
+	    atomic_load_explicit(&r->resident, memory_order_relaxed) + r->batch_units >
+		    r->limit_units)
+		reclaim_kick(r);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Eviction                                                                         */
+/* -------------------------------------------------------------------------------- */
+
+/*
+ * Drops the pages of [addr, addr + len) that we stored. The kernel holds madvise() until
+ * a service thread has read its REMOVE event(s) (one per VMA); that thread reads and
+ * classifies events under read_lock, so once we hold read_lock after madvise() returns,
+ * every event of ours was recognised as ours while the range was published.
+ */
+static void drop_pages(zf_region *r, uint8_t *addr, size_t len)
+{
+	atomic_store_explicit(&r->self_len, len, memory_order_relaxed);
+	atomic_store_explicit(&r->self_start, (uintptr_t)addr, memory_order_release);
+	if (madvise(addr, len, MADV_DONTNEED))
+		common_log(ZF_LOG_WARN, "region: madvise(DONTNEED): %s", strerror(errno));
+	pthread_mutex_lock(&r->read_lock);
+	atomic_store_explicit(&r->self_start, 0, memory_order_release);
+	pthread_mutex_unlock(&r->read_lock);
+}
+
+/*
+ * Stores units [u, u + n) (claimed, protected, without holes) as folios of up to 2 MiB;
+ * ok[i] tells which were stored. A refused folio is retried unit by unit.
+ */
+static void store_run(zf_region *r, uint64_t u, uint64_t n, uint8_t *ok)
+{
+	const uint64_t max_units = store_unit(r->store) > r->unit ? 1 : ZF_UNIT_MAX / r->unit;
+	uint64_t i = 0;
+
+	while (i < n) {
+		uint64_t f = 1;
+
+		while (f * 2 <= max_units && i + f * 2 <= n && (u + i) % (f * 2) == 0)
+			f *= 2;
+		if (!zf_store_put(r->store, r->owner, unit_index(r, u + i), unit_addr(r, u + i),
+				  f * r->unit)) {
+			memset(ok + i, 1, f);
+		} else {
+			for (uint64_t k = 0; k < f; k++)
+				ok[i + k] =
+					!zf_store_put(r->store, r->owner, unit_index(r, u + i + k),
+						      unit_addr(r, u + i + k), r->unit);
+		}
+		i += f;
+	}
+}
+
+/* Stores unit u, which has holes (vec: mincore of its pages), from a copy with zeros there. */
+static int store_holed(zf_region *r, uint64_t u, const unsigned char *vec)
+{
+	const uint8_t *src = unit_addr(r, u);
+
+	if (!r->stage && !(r->stage = malloc(r->unit)))
+		return -ENOMEM;
+	for (uint32_t p = 0; p < r->unit_pages; p++) {
+		if (vec[p] & 1)
+			memcpy(r->stage + (size_t)p * RG_PAGE, src + (size_t)p * RG_PAGE, RG_PAGE);
+		else
+			memset(r->stage + (size_t)p * RG_PAGE, 0, RG_PAGE);
+	}
+	return zf_store_put(r->store, r->owner, unit_index(r, u), r->stage, r->unit);
+}
+
+/*
+ * Evicts the units of [first, first + n) that are resident (sel NULL) or selected (sel[i]),
+ * under evict_lock. Returns the units evicted.
+ */
+static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
+			    int reclaim)
+{
+	uint8_t *claimed = calloc(n, 1), *ok = calloc(n, 1);
+	unsigned char *vec = malloc(n * r->unit_pages);
+	uint64_t evicted = 0;
+
+	if (!claimed || !ok || !vec)
+		goto out;
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
+
+		if ((sel && !sel[i]) || (st & (F_PARTIAL | F_EVENT)))
+			continue;
+		claimed[i] = !unit_move(r, first + i, ST_RESIDENT, ST_EVICTING, F_REF | F_RA, 0);
+	}
+	/* Protect each run of claimed units, then find the holes. */
+	for (uint64_t i = 0; i < n;) {
+		uint64_t j = i;
+
+		if (!claimed[i]) {
+			i++;
+			continue;
+		}
+		while (j < n && claimed[j])
+			j++;
+		if (protect(r, unit_addr(r, first + i), (j - i) * r->unit, 1)) {
+			for (uint64_t k = i; k < j; k++) {
+				claimed[k] = 0;
+				unit_release(r, first + k, ST_RESIDENT, 0, 0);
+			}
+		} else if (mincore(unit_addr(r, first + i), (j - i) * r->unit,
+				   vec + i * r->unit_pages)) {
+			memset(vec + i * r->unit_pages, 1, (j - i) * r->unit_pages);
+		}
+		i = j;
+	}
+	/* Store: clean units have their copy already; holed ones go alone. */
+	for (uint64_t i = 0; i < n;) {
+		uint64_t j = i;
+		uint32_t st;
+
+		if (!claimed[i]) {
+			i++;
+			continue;
+		}
+		st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
+		if (st & F_CLEAN) {
+			ok[i++] = 2;
+			continue;
+		}
+		if (memchr(vec + i * r->unit_pages, 0, r->unit_pages) ||
+		    !(vec[i * r->unit_pages] & 1)) {
+			ok[i] = !store_holed(r, first + i, vec + i * r->unit_pages);
+			i++;
+			continue;
+		}
+		while (j < n && claimed[j] &&
+		       !(atomic_load_explicit(&r->state[first + j], memory_order_relaxed) &
+			 F_CLEAN) &&
+		       !memchr(vec + j * r->unit_pages, 0, r->unit_pages))
+			j++;
+		store_run(r, first + i, j - i, ok + i);
+		i = j;
+	}
+	/* Drop what was stored, run by run; give back what was refused. */
+	for (uint64_t i = 0; i < n;) {
+		uint64_t j = i;
+
+		if (!claimed[i]) {
+			i++;
+			continue;
+		}
+		if (!ok[i]) {
+			(void)protect(r, unit_addr(r, first + i), r->unit, 0);
+			unit_release(r, first + i, ST_RESIDENT, 0, 0);
+			INC(r, reject);
+			i++;
+			continue;
+		}
+		while (j < n && claimed[j] && ok[j])
+			j++;
+		drop_pages(r, unit_addr(r, first + i), (j - i) * r->unit);
+		for (uint64_t k = i; k < j; k++) {
+			if (ok[k] == 2)
+				INC(r, clean_evict);
+			if (atomic_load_explicit(&r->state[first + k], memory_order_relaxed) &
+			    F_COLD)
+				atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
+			unit_release(r, first + k, ST_EVICTED, F_CLEAN | F_COLD, 0);
+		}
+		evicted += j - i;
+		i = j;
+	}
+	if (evicted) {
+		resident_add(r, -(int64_t)evicted);
+		ADD(r, swpout, evicted * r->unit_pages);
+		ADD(r, swpout_units, evicted);
+		if (reclaim)
+			ADD(r, evict_reclaim, evicted);
+		else
+			ADD(r, evict_pageout, evicted);
+		atomic_fetch_add_explicit(&r->resident_seq, 1, memory_order_release);
+		futex_wake_all(&r->resident_seq);
+	}
+out:
+	free(claimed);
+	free(ok);
+	free(vec);
+	return evicted;
+}
+
+long zf_region_pageout(zf_region *r, void *addr, size_t len)
+{
+	uint64_t first, last, evicted = 0;
+	const size_t chunk_units = ZF_MAX(RG_CHUNK / (r ? r->unit : 1), 1);
+
+	RETURN_IF(!r || !len, -EINVAL);
+	RETURN_IF((uint8_t *)addr < r->base || (uint8_t *)addr + len > r->base + r->size, -EINVAL);
+	first = (uint64_t)((uint8_t *)addr - r->base) >> (r->order + 12);
+	last = (uint64_t)((uint8_t *)addr + len - 1 - r->base) >> (r->order + 12);
+	pthread_mutex_lock(&r->evict_lock);
+	for (uint64_t u = first; u <= last; u += chunk_units)
+		evicted += evict_chunk(r, u, ZF_MIN(chunk_units, last + 1 - u), NULL, 0);
+	pthread_mutex_unlock(&r->evict_lock);
+	return (long)evicted;
+}
+
+/*
+ * One reclaim batch: cold units first, then the clock (a referenced unit loses its bit
+ * and is passed once). Returns the units evicted.
+ */
+static uint64_t reclaim_batch(zf_region *r)
+{
+	const uint64_t want = r->batch_units;
+	uint8_t *sel = calloc(r->nunits, 1);
+	uint64_t picked = 0, evicted = 0;
+
+	if (!sel)
+		return 0;
+	pthread_mutex_lock(&r->evict_lock);
+	if (atomic_load_explicit(&r->cold_units, memory_order_relaxed)) {
+		for (uint64_t u = 0; u < r->nunits && picked < want; u++) {
+			uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+			if ((st & ST_MASK) == ST_RESIDENT && (st & F_COLD) && !sel[u]) {
+				sel[u] = 1;
+				picked++;
+			}
+		}
+	}
+	for (uint64_t scanned = 0; picked < want && scanned < 2 * r->nunits; scanned++) {
+		const uint64_t u = r->hand;
+		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+		r->hand = (r->hand + 1) % r->nunits;
+		if ((st & ST_MASK) != ST_RESIDENT || sel[u] || (st & (F_PARTIAL | F_EVENT)))
+			continue;
+		if (st & F_REF) {
+			atomic_fetch_and_explicit(&r->state[u], ~F_REF, memory_order_relaxed);
+			continue;
+		}
+		sel[u] = 1;
+		picked++;
+	}
+	if (picked) {
+		/* Evict the selected units in address order, a chunk at a time. */
+		const uint64_t chunk = ZF_MAX(RG_CHUNK / r->unit, 1);
+
+		for (uint64_t u = 0; u < r->nunits; u += chunk) {
+			const uint64_t m = ZF_MIN(chunk, r->nunits - u);
+
+			if (memchr(sel + u, 1, m))
+				evicted += evict_chunk(r, u, m, sel + u, 1);
+		}
+	}
+	pthread_mutex_unlock(&r->evict_lock);
+	free(sel);
+	return evicted;
+}
+
+static void *reclaim_main(void *arg)
+{
+	zf_region *r = arg;
+
+	pthread_mutex_lock(&r->bg_lock);
+	while (!r->bg_stop) {
+		uint64_t got;
+
+		if (!r->reclaim_kick) {
+			pthread_cond_wait(&r->bg_cond, &r->bg_lock);
+			continue;
+		}
+		r->reclaim_kick = 0;
+		pthread_mutex_unlock(&r->bg_lock);
+		while (atomic_load(&r->resident) + r->batch_units > r->limit_units) {
+			got = reclaim_batch(r);
+			atomic_store(&r->admit_over, got == 0);
+			/* Faults left waiting for room (thread mode) fault again now. */
+			wake_range(r, r->base, r->size);
+			atomic_fetch_add_explicit(&r->resident_seq, 1, memory_order_release);
+			futex_wake_all(&r->resident_seq);
+			if (!got)
+				break;
+		}
+		pthread_mutex_lock(&r->bg_lock);
+	}
+	pthread_mutex_unlock(&r->bg_lock);
+	return NULL;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Swap-in                                                                          */
+/* -------------------------------------------------------------------------------- */
+
+enum serve_result {
+	SERVED = 0,
+	WAIT = 1, /* another thread owns the unit: try again after it wakes us */
+	RETRY = 2, /* the layout is changing (EAGAIN): try again after the events are read */
+	FAILED = 3, /* cannot be served: fail closed */
+	GONE = 4, /* the range went away */
+	NOROOM = 5, /* at the residency limit: try again after reclaim */
+};
+
+/* Reads unit u from the store into buf: the whole unit, or one page (page >= 0). */
+static int load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page)
+{
+	const uint64_t index = unit_index(r, u);
+
+	if (page >= 0)
+		return store_get_with(r->store, c->reader, r->owner, index + (uint64_t)page, c->buf,
+				      RG_PAGE);
+	for (uint32_t off = 0; off < r->unit; off += r->piece) {
+		int ret = store_get_with(r->store, c->reader, r->owner, index + off / RG_PAGE,
+					 c->buf + off, r->piece);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Whether every page of unit u is present (per-page mode). */
+static int unit_complete(zf_region *r, uint64_t u)
+{
+	unsigned char vec[512];
+
+	if (mincore(unit_addr(r, u), r->unit, vec))
+		return 0;
+	return !memchr(vec, 0, r->unit_pages) && (vec[0] & 1);
+}
+
+/*
+ * Brings evicted unit u in (or, per page, the page at addr). ra: for readahead (no
+ * waiting, not a major fault).
+ */
+static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
+				 int ra)
+{
+	const int per_page = r->o.swapin == ZF_SWAPIN_PER_PAGE;
+	uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+	const int partial = (st & F_PARTIAL) != 0;
+	int64_t page = per_page ? (addr - unit_addr(r, u)) / RG_PAGE : -1;
+	int ret;
+
+	if (!partial && !room_for_one(r)) {
+		reclaim_kick(r);
+		return NOROOM;
+	}
+	if (unit_move(r, u, ST_EVICTED, ST_LOADING, 0, 0))
+		return RETRY;
+	if (!partial)
+		resident_add(r, 1);
+	ret = load_data(r, c, u, page);
+	if (ret) {
+		common_log(ZF_LOG_WARN, "region: cannot read unit %llu back: %s",
+			   (unsigned long long)u, zf_strerror(ret));
+		if (!partial)
+			resident_add(r, -1);
+		unit_release(r, u, ST_EVICTED, 0, 0);
+		INC(r, fault_fail);
+		return FAILED;
+	}
+	if (per_page)
+		ret = place(r, unit_addr(r, u) + page * RG_PAGE, c->buf, RG_PAGE, 0);
+	else
+		ret = place(r, unit_addr(r, u), c->buf, r->unit, r->o.keep_clean);
+	if (ret) {
+		if (!partial)
+			resident_add(r, -1);
+		unit_release(r, u, ST_EVICTED, 0, 0);
+		return ret == -EAGAIN ? RETRY : GONE;
+	}
+	if (per_page) {
+		ADD(r, swpin, 1);
+		INC(r, swpin_fallback);
+		if (unit_complete(r, u)) {
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+			unit_release(r, u, ST_RESIDENT, F_PARTIAL, F_REF);
+		} else {
+			unit_release(r, u, ST_EVICTED, 0, F_PARTIAL);
+		}
+	} else {
+		ADD(r, swpin, r->unit_pages);
+		INC(r, swpin_units);
+		if (r->o.keep_clean) {
+			INC(r, clean_kept);
+		} else {
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+		}
+		unit_release(r, u, ST_RESIDENT, 0,
+			     (ra ? F_RA : F_REF) | (r->o.keep_clean ? F_CLEAN : 0));
+	}
+	if (ra)
+		INC(r, swap_ra);
+	else
+		INC(r, pgmajfault);
+	after_admit(r);
+	return SERVED;
+}
+
+/* Readahead bookkeeping for a major fault on unit u: hits, and the next window. */
+static void readahead_note(zf_region *r, uint64_t u)
+{
+	const uint64_t last = atomic_exchange_explicit(&r->ra_last, u + 1, memory_order_relaxed);
+	int sequential = last == u; /* the previous fault was on u - 1 */
+
+	if (!r->have_reader)
+		return;
+	/* Units read ahead that the faults have moved past were used: hits. */
+	for (uint64_t v = u; v-- > 0 && u - v <= r->o.readahead;) {
+		uint32_t st = atomic_load_explicit(&r->state[v], memory_order_relaxed);
+
+		if (!(st & F_RA))
+			break;
+		atomic_fetch_and_explicit(&r->state[v], ~F_RA, memory_order_relaxed);
+		INC(r, swap_ra_hit);
+		sequential = 1;
+	}
+	if (!sequential || u + 1 >= r->nunits)
+		return;
+	pthread_mutex_lock(&r->bg_lock);
+	r->ra_next = u + 1;
+	r->ra_end = ZF_MIN(u + 1 + r->o.readahead, r->nunits);
+	pthread_cond_broadcast(&r->bg_cond);
+	pthread_mutex_unlock(&r->bg_lock);
+}
+
+static void *readahead_main(void *arg)
+{
+	zf_region *r = arg;
+
+	pthread_mutex_lock(&r->bg_lock);
+	while (!r->bg_stop) {
+		uint64_t u;
+
+		if (r->ra_next >= r->ra_end) {
+			pthread_cond_wait(&r->bg_cond, &r->bg_lock);
+			continue;
+		}
+		u = r->ra_next++;
+		pthread_mutex_unlock(&r->bg_lock);
+		if ((atomic_load_explicit(&r->state[u], memory_order_relaxed) &
+		     (ST_MASK | F_PARTIAL)) == ST_EVICTED &&
+		    room_for_one(r))
+			(void)swap_in(r, &r->ra_ctx, u, unit_addr(r, u), 1);
+		pthread_mutex_lock(&r->bg_lock);
+	}
+	pthread_mutex_unlock(&r->bg_lock);
+	return NULL;
+}
+
+/*
+ * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
+ * known, wp = -1). Never blocks.
+ */
+static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp)
+{
+	uint64_t u;
+	uint32_t st, seen;
+	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
+	int ret;
+
+	if (addr < r->base || addr >= r->base + r->size) {
+		/* Memory moved out of the region and not yet unregistered: plain memory. */
+		ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
+		if (ret == -EEXIST)
+			ret = protect(r, page, RG_PAGE, 0);
+		return ret == -EAGAIN ? RETRY : SERVED;
+	}
+	u = (uint64_t)(addr - r->base) >> (r->order + 12);
+	st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+	if (st & F_EVENT) {
+		if (!unit_wait_mark(r, u, &seen))
+			return WAIT;
+		st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+	}
+	switch (st & ST_MASK) {
+	case ST_EVICTING:
+	case ST_LOADING:
+		if (!unit_wait_mark(r, u, &seen)) {
+			INC(r, fault_waits);
+			return WAIT;
+		}
+		return RETRY; /* it just changed: look again */
+	case ST_EVICTED: {
+		const enum serve_result res = swap_in(r, c, u, addr, 0);
+
+		if (res == SERVED && r->have_reader)
+			readahead_note(r, u);
+		if (res == NOROOM)
+			INC(r, limit_waits);
+		return res;
+	}
+	case ST_EMPTY:
+		/* Memory never written: zero pages, the whole unit at once. */
+		if (!room_for_one(r)) {
+			reclaim_kick(r);
+			INC(r, limit_waits);
+			return NOROOM;
+		}
+		if (unit_move(r, u, ST_EMPTY, ST_LOADING, 0, 0))
+			return RETRY;
+		resident_add(r, 1);
+		ret = zero_fill(r, unit_addr(r, u), r->unit);
+		if (ret) {
+			resident_add(r, -1);
+			unit_release(r, u, ST_EMPTY, 0, 0);
+			return ret == -EAGAIN ? RETRY : GONE;
+		}
+		unit_release(r, u, ST_RESIDENT, 0, F_REF);
+		INC(r, pgfault_zero);
+		after_admit(r);
+		return SERVED;
+	case ST_RESIDENT:
+	case ST_GONE:
+		/* A hole (zero it), or a write to a write-protected page (present). */
+		ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
+		if (ret == -EAGAIN)
+			return RETRY;
+		if (ret != -EEXIST)
+			return SERVED;
+		if (!wp) {
+			/* Thread mode: a duplicate of a fault served meanwhile. */
+			wake_range(r, page, RG_PAGE);
+			return SERVED;
+		}
+		INC(r, wp_faults);
+		if ((st & F_CLEAN) &&
+		    atomic_fetch_and_explicit(&r->state[u], ~F_CLEAN, memory_order_acq_rel) &
+			    F_CLEAN) {
+			/* The first write to a clean unit: its stored copy is stale now. */
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+			INC(r, clean_dropped);
+			ret = protect(r, unit_addr(r, u), r->unit, 0);
+		} else {
+			ret = protect(r, page, RG_PAGE, 0);
+		}
+		atomic_fetch_or_explicit(&r->state[u], F_REF, memory_order_relaxed);
+		return ret == -EAGAIN ? RETRY : SERVED;
+	}
+	return SERVED;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Events                                                                           */
+/* -------------------------------------------------------------------------------- */
+
+/* Units that [start, end) touches: [*u0, *u1). */
+static int units_of(zf_region *r, uintptr_t start, uintptr_t end, uint64_t *u0, uint64_t *u1)
+{
+	const uintptr_t lo = ZF_MAX(start, (uintptr_t)r->base);
+	const uintptr_t hi = ZF_MIN(end, (uintptr_t)(r->base + r->size));
+
+	if (lo >= hi)
+		return 0;
+	*u0 = (lo - (uintptr_t)r->base) >> (r->order + 12);
+	*u1 = ((hi - 1 - (uintptr_t)r->base) >> (r->order + 12)) + 1;
+	return 1;
+}
+
+/* Whether any unit of [u0, u1) is in transition (marking them so faults wait). */
+static int units_busy(zf_region *r, uint64_t u0, uint64_t u1)
+{
+	int busy = 0;
+
+	for (uint64_t u = u0; u < u1; u++) {
+		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+
+		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING) {
+			atomic_fetch_or_explicit(&r->state[u], F_EVENT, memory_order_acq_rel);
+			busy = 1;
+		}
+	}
+	return busy;
+}
+
+/* Ends an event on [u0, u1): units leave F_EVENT, waiters are woken. */
+static void units_event_done(zf_region *r, uint64_t u0, uint64_t u1)
+{
+	for (uint64_t u = u0; u < u1; u++) {
+		uint32_t old = atomic_fetch_and_explicit(&r->state[u], ~(F_EVENT | F_WAIT),
+							 memory_order_acq_rel);
+
+		if (old & F_WAIT) {
+			futex_wake_all(&r->state[u]);
+			wake_range(r, unit_addr(r, u), r->unit);
+		}
+	}
+}
+
+/* Sets unit u's state to st, settling residency and cold accounting. */
+static void unit_set_settled(zf_region *r, uint64_t u, uint32_t st)
+{
+	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+	while (!atomic_compare_exchange_weak_explicit(&r->state[u], &old,
+						      (old & (F_EVENT | F_WAIT)) | st,
+						      memory_order_acq_rel, memory_order_relaxed))
+		;
+	if ((old & ST_MASK) == ST_RESIDENT || (old & F_PARTIAL))
+		resident_add(r, -1);
+	if (old & F_COLD)
+		atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
+}
+
+/*
+ * The program dropped [start, end) (REMOVE) or unmapped it (UNMAP: gone). Returns 0, or
+ * -EAGAIN to be retried later (a unit is in transition, or the layout is changing).
+ */
+static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintptr_t end, int unmap)
+{
+	uint64_t u0, u1;
+
+	if (!units_of(r, start, end, &u0, &u1))
+		return 0;
+	if (units_busy(r, u0, u1))
+		return -EAGAIN;
+	for (uint64_t u = u0; u < u1; u++) {
+		const uintptr_t ua = (uintptr_t)unit_addr(r, u), ue = ua + r->unit;
+		const int whole = start <= ua && end >= ue;
+		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+		const uint32_t s = st & ST_MASK;
+
+		if (s == ST_GONE)
+			continue;
+		if (s == ST_EMPTY) {
+			if (unmap)
+				unit_set_settled(r, u, ST_GONE);
+			continue;
+		}
+		if (whole) {
+			if (s == ST_EVICTED || (st & F_CLEAN))
+				zf_store_invalidate(r->store, r->owner, unit_index(r, u),
+						    r->unit_pages);
+			unit_set_settled(r, u, unmap ? ST_GONE : ST_EMPTY);
+			continue;
+		}
+		if (s == ST_RESIDENT) {
+			/* Part of a clean unit dropped: its copy is stale; the rest stays. */
+			if (st & F_CLEAN) {
+				zf_store_invalidate(r->store, r->owner, unit_index(r, u),
+						    r->unit_pages);
+				atomic_fetch_and_explicit(&r->state[u], ~F_CLEAN,
+							  memory_order_relaxed);
+				(void)protect(r, (uint8_t *)ua, r->unit, 0);
+			}
+			if (unmap)
+				unit_set_settled(r, u, ST_GONE);
+			continue;
+		}
+		/* Part of an evicted unit: keep the other pages' data. */
+		if (load_data(r, c, u, -1)) {
+			common_log(ZF_LOG_WARN, "region: cannot read unit %llu for a partial drop",
+				   (unsigned long long)u);
+			continue;
+		}
+		if (unmap) {
+			/* The unmapped part is gone; the rest must be in place. */
+			for (uintptr_t p = ua; p < ue; p += RG_PAGE) {
+				int ret;
+
+				if (p >= start && p < end)
+					continue;
+				ret = place(r, (uint8_t *)p, c->buf + (p - ua), RG_PAGE, 0);
+				if (ret == -EAGAIN)
+					return -EAGAIN;
+			}
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+			unit_set_settled(r, u, ST_GONE);
+			continue;
+		}
+		memset(c->buf + (ZF_MAX(start, ua) - ua), 0, ZF_MIN(end, ue) - ZF_MAX(start, ua));
+		if (zf_store_put(r->store, r->owner, unit_index(r, u), c->buf, r->unit))
+			common_log(ZF_LOG_WARN,
+				   "region: unit %llu: partial drop not stored; old data kept",
+				   (unsigned long long)u);
+	}
+	units_event_done(r, u0, u1);
+	return 0;
+}
+
+/*
+ * mremap moved [from, from + len) to to: evicted units' data goes to the new address,
+ * which is then unregistered (it is outside the region); the units are GONE.
+ */
+static int event_remap(zf_region *r, struct fault_ctx *c, uintptr_t from, uintptr_t to, size_t len)
+{
+	uint64_t u0, u1;
+
+	if (!units_of(r, from, from + len, &u0, &u1))
+		return 0;
+	if (units_busy(r, u0, u1))
+		return -EAGAIN;
+	for (uint64_t u = u0; u < u1; u++) {
+		const uintptr_t ua = (uintptr_t)unit_addr(r, u);
+		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+
+		if ((st & ST_MASK) == ST_EVICTED) {
+			if (load_data(r, c, u, -1)) {
+				common_log(ZF_LOG_WARN, "region: cannot read unit %llu for mremap",
+					   (unsigned long long)u);
+				continue;
+			}
+			for (uintptr_t p = ua; p < ua + r->unit; p += RG_PAGE) {
+				uint8_t *dst =
+					(uint8_t *)(p >= from && p < from + len ? to + (p - from)
+										: p);
+
+				if (place(r, dst, c->buf + (p - ua), RG_PAGE, 0) == -EAGAIN)
+					return -EAGAIN;
+			}
+		}
+		if ((st & ST_MASK) == ST_EVICTED || (st & F_CLEAN))
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+		unit_set_settled(r, u, ST_GONE);
+	}
+	{
+		struct uffdio_range rg = { .start = to, .len = len };
+		struct uffdio_writeprotect w = { .range = rg, .mode = 0 };
+
+		(void)uffd_range(r, UFFDIO_WRITEPROTECT, &w);
+		(void)uffd_range(r, UFFDIO_UNREGISTER, &rg);
+	}
+	units_event_done(r, u0, u1);
+	return 0;
+}
+
+/* Whether an event is the REMOVE of our own MADV_DONTNEED (drop_pages()). Under read_lock. */
+static int self_remove(zf_region *r, const struct uffd_msg *m)
+{
+	const uintptr_t self = atomic_load_explicit(&r->self_start, memory_order_acquire);
+
+	return m->event == UFFD_EVENT_REMOVE && self && m->arg.remove.start >= self &&
+	       m->arg.remove.end <= self + atomic_load_explicit(&r->self_len, memory_order_relaxed);
+}
+
+/* Handles an event message; -EAGAIN: keep it for later. Under read_lock. */
+static int handle_event(zf_region *r, struct fault_ctx *c, const struct uffd_msg *m, int first)
+{
+	switch (m->event) {
+	case UFFD_EVENT_REMOVE:
+		if (first)
+			INC(r, ev_remove);
+		return event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 0);
+	case UFFD_EVENT_UNMAP:
+		if (first)
+			INC(r, ev_unmap);
+		return event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 1);
+	case UFFD_EVENT_REMAP:
+		if (first)
+			INC(r, ev_remap);
+		return event_remap(r, c, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
+	default:
+		return 0;
+	}
+}
+
+/* Retries deferred events, in order; an event still blocked keeps the later ones waiting. */
+static void retry_deferred(zf_region *r, struct fault_ctx *c)
+{
+	unsigned done = 0;
+
+	while (done < r->ndeferred && !handle_event(r, c, &r->deferred[done].msg, 0))
+		done++;
+	memmove(r->deferred, r->deferred + done, (r->ndeferred - done) * sizeof(r->deferred[0]));
+	r->ndeferred -= done;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Fault-service threads                                                            */
+/* -------------------------------------------------------------------------------- */
+
+/* Thread mode: a fault that cannot be served gets a poisoned page (SIGBUS), or we abort. */
+static void fail_closed(zf_region *r, uint8_t *addr)
+{
+	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
+
+	if (r->features & UFFD_FEATURE_POISON) {
+		struct uffdio_poison p = { .range = { .start = (uintptr_t)page, .len = RG_PAGE } };
+
+		if (!uffd_range(r, UFFDIO_POISON, &p))
+			return;
+	}
+	fprintf(stderr,
+		"zfolio: region %p: the fault at %p cannot be served (stored data "
+		"lost or corrupt) and the page cannot be poisoned: aborting\n",
+		(void *)r->base, (void *)addr);
+	abort();
+}
+
+struct service_arg {
+	zf_region *r;
+	struct fault_ctx *c;
+};
+
+static void *service_main(void *arg)
+{
+	zf_region *r = ((struct service_arg *)arg)->r;
+	struct fault_ctx *c = ((struct service_arg *)arg)->c;
+	struct uffd_msg msgs[RG_MSGS];
+	uintptr_t retry[RG_MSGS];
+	sigset_t all;
+
+	free(arg);
+	/* Signals go to the program's threads: a read() here must not see EINTR. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = r->uffd, .events = POLLIN },
+					 { .fd = r->stop_fd, .events = POLLIN } };
+		unsigned nretry = 0;
+		ssize_t got;
+		int timeout;
+
+		pthread_mutex_lock(&r->read_lock);
+		timeout = r->ndeferred ? 1 : -1;
+		pthread_mutex_unlock(&r->read_lock);
+		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		pthread_mutex_lock(&r->read_lock);
+		if (r->ndeferred)
+			retry_deferred(r, c);
+		got = read(r->uffd, msgs, sizeof(msgs));
+		if (got < 0) {
+			pthread_mutex_unlock(&r->read_lock);
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			common_log(ZF_LOG_WARN, "region: read(userfaultfd): %s", strerror(errno));
+			break;
+		}
+		/* Events first, in order, under the lock: a later fault sees their effect. */
+		for (size_t i = 0; i < (size_t)got / sizeof(msgs[0]); i++) {
+			if (msgs[i].event == UFFD_EVENT_PAGEFAULT || self_remove(r, &msgs[i]))
+				continue;
+			if (r->ndeferred || handle_event(r, c, &msgs[i], 1) == -EAGAIN) {
+				if (r->ndeferred < RG_DEFERRED) {
+					r->deferred[r->ndeferred++].msg = msgs[i];
+				} else {
+					/* Too many: wait for the transitions to end. */
+					while (handle_event(r, c, &msgs[i], 1) == -EAGAIN)
+						sched_yield();
+				}
+			}
+		}
+		pthread_mutex_unlock(&r->read_lock);
+		for (size_t i = 0; i < (size_t)got / sizeof(msgs[0]); i++) {
+			uint8_t *addr;
+			uint64_t t0;
+			enum serve_result res;
+
+			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
+				continue;
+			addr = (uint8_t *)(uintptr_t)msgs[i].arg.pagefault.address;
+			t0 = now_ns();
+			res = serve(r, c, addr,
+				    (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0);
+			if (res == RETRY) {
+				res = serve(r, c, addr,
+					    (msgs[i].arg.pagefault.flags &
+					     UFFD_PAGEFAULT_FLAG_WP) != 0);
+				if (res == RETRY)
+					retry[nretry++] = (uintptr_t)addr;
+			}
+			if (res == FAILED)
+				fail_closed(r, addr);
+			else if (res == GONE)
+				wake_range(r, (void *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1)),
+					   RG_PAGE);
+			if (res == SERVED)
+				lat_record(r, t0);
+		}
+		/* Faults that met a layout change fault again once the events are read. */
+		for (unsigned i = 0; i < nretry; i++)
+			wake_range(r, (void *)(retry[i] & ~(uintptr_t)(RG_PAGE - 1)), RG_PAGE);
+	}
+	return NULL;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* SIGBUS mode                                                                      */
+/* -------------------------------------------------------------------------------- */
+
+static _Atomic(zf_region *) registry[RG_MAX_REGIONS];
+static struct sigaction prev_sigbus;
+static pthread_mutex_t sigbus_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sigbus_installed;
+
+static struct fault_ctx *sig_ctx_get(zf_region *r, int *slot)
+{
+	for (;;) {
+		uint32_t free_mask = atomic_load_explicit(&r->sig_free, memory_order_acquire);
+
+		while (free_mask) {
+			const int i = __builtin_ctz(free_mask);
+
+			if (atomic_compare_exchange_weak_explicit(
+				    &r->sig_free, &free_mask, free_mask & ~(1u << i),
+				    memory_order_acq_rel, memory_order_acquire)) {
+				*slot = i;
+				return &r->sig_ctx[i];
+			}
+		}
+		sched_yield();
+	}
+}
+
+static void sig_write(const char *s)
+{
+	ssize_t ignored = write(STDERR_FILENO, s, strlen(s));
+
+	(void)ignored;
+}
+
+/* The program's own SIGBUS handling (or the default: the signal kills the process). */
+static void sigbus_chain(int sig, siginfo_t *si, void *uc)
+{
+	if (prev_sigbus.sa_flags & SA_SIGINFO) {
+		prev_sigbus.sa_sigaction(sig, si, uc);
+	} else if (prev_sigbus.sa_handler != SIG_DFL && prev_sigbus.sa_handler != SIG_IGN) {
+		prev_sigbus.sa_handler(sig);
+	} else {
+		/* Back to the default; returning re-runs the access, which then kills us. */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+		sigemptyset(&dfl.sa_mask);
+		sigaction(SIGBUS, &dfl, NULL);
+	}
+}
+
+static void sigbus_handler(int sig, siginfo_t *si, void *uc)
+{
+	const int saved_errno = errno;
+	uint8_t *addr = si->si_addr;
+
+	if (si->si_code == BUS_ADRERR) {
+		for (int i = 0; i < RG_MAX_REGIONS; i++) {
+			zf_region *r = atomic_load_explicit(&registry[i], memory_order_acquire);
+			enum serve_result res;
+			struct fault_ctx *c;
+			uint64_t t0;
+			int slot;
+
+			if (!r || addr < r->base || addr >= r->base + r->size)
+				continue;
+			atomic_fetch_add_explicit(&r->sig_active, 1, memory_order_acq_rel);
+			if (atomic_load_explicit(&registry[i], memory_order_acquire) != r) {
+				atomic_fetch_sub_explicit(&r->sig_active, 1, memory_order_release);
+				break; /* being destroyed: it is unregistered already */
+			}
+			t0 = now_ns();
+			c = sig_ctx_get(r, &slot);
+			for (;;) {
+				uint64_t u = (uint64_t)(addr - r->base) >> (r->order + 12);
+				uint32_t seen;
+
+				res = serve(r, c, addr, -1);
+				if (res == SERVED || res == FAILED || res == GONE)
+					break;
+				if (res == WAIT && !unit_wait_mark(r, u, &seen)) {
+					futex_wait(&r->state[u], seen);
+				} else if (res == NOROOM) {
+					/* Reclaim bumps resident_seq; the timeout covers a lost race. */
+					uint32_t seq = atomic_load(&r->resident_seq);
+					struct timespec ts = { 0, 1000000 };
+
+					if (!room_for_one(r))
+						syscall(SYS_futex, (uint32_t *)&r->resident_seq,
+							FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+				} else if (res == RETRY) {
+					sched_yield();
+				}
+			}
+			atomic_fetch_or_explicit(&r->sig_free, 1u << slot, memory_order_release);
+			if (res == SERVED)
+				lat_record(r, t0);
+			atomic_fetch_sub_explicit(&r->sig_active, 1, memory_order_release);
+			if (res == FAILED) {
+				sig_write(
+					"zfolio: a fault in a region cannot be served: the stored "
+					"data is lost or corrupt (SIGBUS)\n");
+				break;
+			}
+			errno = saved_errno;
+			return;
+		}
+	}
+	sigbus_chain(sig, si, uc);
+	errno = saved_errno;
+}
+
+static int sigbus_register(zf_region *r)
+{
+	int ret = -EBUSY;
+
+	pthread_mutex_lock(&sigbus_lock);
+	if (!sigbus_installed) {
+		struct sigaction sa = { .sa_sigaction = sigbus_handler,
+					.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART };
+
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGBUS, &sa, &prev_sigbus)) {
+			ret = -errno;
+			goto out;
+		}
+		sigbus_installed = 1;
+	}
+	for (int i = 0; i < RG_MAX_REGIONS; i++) {
+		if (!atomic_load(&registry[i])) {
+			r->slot = i;
+			atomic_store_explicit(&registry[i], r, memory_order_release);
+			ret = 0;
+			break;
+		}
+	}
+out:
+	pthread_mutex_unlock(&sigbus_lock);
+	return ret;
+}
+
+static void sigbus_unregister(zf_region *r)
+{
+	if (r->slot < 0)
+		return;
+	pthread_mutex_lock(&sigbus_lock);
+	atomic_store_explicit(&registry[r->slot], NULL, memory_order_release);
+	pthread_mutex_unlock(&sigbus_lock);
+	while (atomic_load_explicit(&r->sig_active, memory_order_acquire))
+		sched_yield();
+	r->slot = -1;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Creation and teardown                                                            */
+/* -------------------------------------------------------------------------------- */
+
+/* A userfaultfd: the system call, else /dev/userfaultfd, else user-mode faults only. */
+static int uffd_open(void)
+{
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd >= 0)
+		return fd;
+	if (errno == EPERM) {
+		int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+
+		if (dev >= 0) {
+			fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+			close(dev);
+			if (fd >= 0)
+				return fd;
+		}
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+		if (fd >= 0)
+			return fd;
+	}
+	return -errno;
+}
+
+/* The features this kernel offers (a second UFFDIO_API on one fd is refused: probe apart). */
+static int uffd_probe(uint64_t *features)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	int fd = uffd_open(), ret = 0;
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, UFFDIO_API, &api))
+		ret = -errno;
+	close(fd);
+	*features = api.features;
+	return ret;
+}
+
+static int fault_ctx_init(zf_region *r, struct fault_ctx *c)
+{
+	TRY(store_reader_create(r->store, &c->reader));
+	c->buf = mmap(NULL, r->unit, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c->buf == MAP_FAILED) {
+		c->buf = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void fault_ctx_fini(zf_region *r, struct fault_ctx *c)
+{
+	store_reader_destroy(c->reader);
+	if (c->buf)
+		munmap(c->buf, r->unit);
+	memset(c, 0, sizeof(*c));
+}
+
+void zf_region_options_init(zf_region_options *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->struct_size = sizeof(*o);
+	o->unit = 64u << 10;
+	o->codec = "lz4";
+	o->fault_threads = 1;
+	o->reclaim_batch = (uint64_t)2 << 20;
+}
+
+static _Atomic uint32_t next_owner = 0x52000000u;
+
+static int region_setup_store(zf_region *r, zf_store *store)
+{
+	zf_store_options so;
+
+	if (store) {
+		r->store = store;
+	} else {
+		zf_store_options_init(&so);
+		so.codec = r->o.codec;
+		so.unit = r->unit > RG_PAGE ? r->unit : 0;
+		so.engines = r->o.engines;
+		TRY(zf_store_create(&so, &r->store));
+		r->own_store = 1;
+	}
+	r->piece = ZF_MIN(store_unit(r->store), r->unit);
+	return 0;
+}
+
+static int region_register(zf_region *r)
+{
+	const uint64_t want = UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP |
+			      UFFD_FEATURE_EVENT_REMAP |
+			      (r->o.fault_mode == ZF_FAULT_SIGBUS ? UFFD_FEATURE_SIGBUS : 0);
+	uint64_t have;
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)r->base, .len = r->size },
+		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
+	};
+	const uint64_t need_ioctls = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) |
+				     (1ull << _UFFDIO_WAKE) | (1ull << _UFFDIO_WRITEPROTECT);
+
+	TRY(uffd_probe(&have));
+	if ((have & want) != want)
+		return -ENOTSUP;
+	api.features = want | (have & UFFD_FEATURE_POISON);
+	r->uffd = uffd_open();
+	if (r->uffd < 0)
+		return r->uffd;
+	if (ioctl(r->uffd, UFFDIO_API, &api))
+		return -errno;
+	r->features = api.features;
+	/* A huge page would fill "missing" pages behind our back (UFFD-PITFALLS 12). */
+	if (madvise(r->base, r->size, MADV_NOHUGEPAGE) || madvise(r->base, r->size, MADV_DONTFORK))
+		return -errno;
+	if (ioctl(r->uffd, UFFDIO_REGISTER, &reg))
+		return errno == EINVAL ? -ENOTSUP : -errno;
+	if ((reg.ioctls & need_ioctls) != need_ioctls)
+		return -ENOTSUP;
+	return 0;
+}
+
+static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	int ret = pthread_create(t, NULL, fn, arg);
+
+	return ret ? -ret : 0;
+}
+
+static int region_start(zf_region *r)
+{
+	const unsigned n = r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads;
+
+	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (r->stop_fd < 0)
+		return -errno;
+	r->threads = calloc(n, sizeof(*r->threads));
+	r->thread_ctx = calloc(n, sizeof(*r->thread_ctx));
+	if (!r->threads || !r->thread_ctx)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		struct service_arg *a = malloc(sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		*a = (struct service_arg){ r, &r->thread_ctx[i] };
+		if (fault_ctx_init(r, &r->thread_ctx[i]) ||
+		    start_thread(&r->threads[r->nthreads], service_main, a)) {
+			free(a);
+			return -ENOMEM;
+		}
+		r->nthreads++;
+	}
+	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
+		for (int i = 0; i < RG_SIG_CTXS; i++)
+			TRY(fault_ctx_init(r, &r->sig_ctx[i]));
+		atomic_store(&r->sig_free, (uint32_t)((1ull << RG_SIG_CTXS) - 1));
+		TRY(sigbus_register(r));
+	}
+	if (r->limit_units) {
+		TRY(start_thread(&r->reclaimer, reclaim_main, r));
+		r->have_reclaimer = 1;
+	}
+	if (r->o.readahead) {
+		TRY(fault_ctx_init(r, &r->ra_ctx));
+		TRY(start_thread(&r->reader, readahead_main, r));
+		r->have_reader = 1;
+	}
+	return 0;
+}
+
+static int options_check(const zf_region_options *o, size_t size)
+{
+	RETURN_IF(o->struct_size != sizeof(*o), -EINVAL);
+	RETURN_IF(o->unit < RG_PAGE || o->unit > ZF_UNIT_MAX || (o->unit & (o->unit - 1)), -EINVAL);
+	RETURN_IF(!size || size > ((size_t)1 << 46), -EINVAL);
+	RETURN_IF(o->fault_mode != ZF_FAULT_THREAD && o->fault_mode != ZF_FAULT_SIGBUS, -EINVAL);
+	RETURN_IF(o->swapin != ZF_SWAPIN_WHOLE && o->swapin != ZF_SWAPIN_PER_PAGE, -EINVAL);
+	RETURN_IF(o->fault_mode == ZF_FAULT_THREAD && (!o->fault_threads || o->fault_threads > 64),
+		  -EINVAL);
+	RETURN_IF(o->swapin == ZF_SWAPIN_PER_PAGE && o->keep_clean, -EINVAL);
+	return 0;
+}
+
+int zf_region_create(zf_store *store, size_t size, const zf_region_options *options,
+		     zf_region **out)
+{
+	zf_region_options defaults;
+	zf_region *r;
+	int ret;
+
+	RETURN_IF(!out, -EINVAL);
+	*out = NULL;
+	if (!options) {
+		zf_region_options_init(&defaults);
+		options = &defaults;
+	}
+	TRY(options_check(options, size));
+	r = calloc(1, sizeof(*r));
+	RETURN_IF(!r, -ENOMEM);
+	r->o = *options;
+	r->uffd = r->stop_fd = -1;
+	r->slot = -1;
+	r->unit = options->unit;
+	r->unit_pages = r->unit / RG_PAGE;
+	r->order = (uint32_t)__builtin_ctz(r->unit_pages);
+	r->nunits = (size + r->unit - 1) / r->unit;
+	r->size = r->nunits * r->unit;
+	r->owner = options->owner ? options->owner : atomic_fetch_add(&next_owner, 1);
+	if (options->limit) {
+		r->limit_units = ZF_MAX(options->limit / r->unit, 2);
+		r->batch_units = ZF_MAX(options->reclaim_batch / r->unit, 1);
+		r->batch_units = ZF_MIN(r->batch_units, r->limit_units / 2);
+	}
+	pthread_mutex_init(&r->evict_lock, NULL);
+	pthread_mutex_init(&r->read_lock, NULL);
+	pthread_mutex_init(&r->bg_lock, NULL);
+	pthread_mutex_init(&r->advise_lock, NULL);
+	pthread_cond_init(&r->bg_cond, NULL);
+	r->state = calloc(r->nunits, sizeof(*r->state));
+	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r->base == MAP_FAILED) {
+		r->base = NULL;
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = !r->state ? -ENOMEM : 0;
+	if (!ret)
+		ret = region_setup_store(r, store);
+	if (!ret)
+		ret = region_register(r);
+	if (!ret)
+		ret = region_start(r);
+	if (ret)
+		goto fail;
+	*out = r;
+	return 0;
+fail:
+	zf_region_destroy(r);
+	return ret;
+}
+
+static void stop_background(zf_region *r)
+{
+	pthread_mutex_lock(&r->bg_lock);
+	r->bg_stop = 1;
+	pthread_cond_broadcast(&r->bg_cond);
+	pthread_mutex_unlock(&r->bg_lock);
+	if (r->have_reclaimer)
+		pthread_join(r->reclaimer, NULL);
+	if (r->have_reader)
+		pthread_join(r->reader, NULL);
+	r->have_reclaimer = r->have_reader = 0;
+}
+
+void zf_region_destroy(zf_region *r)
+{
+	if (!r)
+		return;
+	stop_background(r);
+	/* Let a pageout in flight finish, then no more evictions. */
+	pthread_mutex_lock(&r->evict_lock);
+	if (r->uffd >= 0 && r->base) {
+		struct uffdio_range rg = { .start = (uintptr_t)r->base, .len = r->size };
+
+		/* Wakes every thread waiting on the range; faults from now on are plain. */
+		(void)uffd_range(r, UFFDIO_UNREGISTER, &rg);
+	}
+	pthread_mutex_unlock(&r->evict_lock);
+	sigbus_unregister(r);
+	if (r->stop_fd >= 0) {
+		uint64_t one = 1;
+		ssize_t ignored = write(r->stop_fd, &one, sizeof(one));
+
+		(void)ignored;
+	}
+	for (unsigned i = 0; i < r->nthreads; i++)
+		pthread_join(r->threads[i], NULL);
+	if (r->base)
+		munmap(r->base, r->size);
+	if (r->uffd >= 0)
+		close(r->uffd);
+	if (r->stop_fd >= 0)
+		close(r->stop_fd);
+	if (r->store && r->state) {
+		for (uint64_t u = 0; u < r->nunits; u++) {
+			const uint32_t st = atomic_load(&r->state[u]);
+
+			if ((st & ST_MASK) == ST_EVICTED || (st & F_CLEAN))
+				zf_store_invalidate(r->store, r->owner, unit_index(r, u),
+						    r->unit_pages);
+		}
+	}
+	if (r->thread_ctx)
+		for (unsigned i = 0;
+		     i < (r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads); i++)
+			fault_ctx_fini(r, &r->thread_ctx[i]);
+	for (int i = 0; i < RG_SIG_CTXS; i++)
+		fault_ctx_fini(r, &r->sig_ctx[i]);
+	fault_ctx_fini(r, &r->ra_ctx);
+	fault_ctx_fini(r, &r->advise_ctx);
+	if (r->own_store)
+		zf_store_destroy(r->store);
+	pthread_mutex_destroy(&r->evict_lock);
+	pthread_mutex_destroy(&r->read_lock);
+	pthread_mutex_destroy(&r->bg_lock);
+	pthread_mutex_destroy(&r->advise_lock);
+	pthread_cond_destroy(&r->bg_cond);
+	free(r->stage);
+	free(r->threads);
+	free(r->thread_ctx);
+	free((void *)r->state);
+	free(r);
+}
+
+void *zf_region_base(const zf_region *r)
+{
+	return r ? r->base : NULL;
+}
+
+size_t zf_region_size(const zf_region *r)
+{
+	return r ? r->size : 0;
+}
+
+uint32_t zf_region_unit(const zf_region *r)
+{
+	return r ? r->unit : 0;
+}
+
+zf_store *zf_region_store(const zf_region *r)
+{
+	return r ? r->store : NULL;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Advice and stats                                                                 */
+/* -------------------------------------------------------------------------------- */
+
+int zf_region_advise(zf_region *r, void *addr, size_t len, int advice)
+{
+	uint64_t u0, u1;
+
+	RETURN_IF(!r || !len, -EINVAL);
+	RETURN_IF((uint8_t *)addr < r->base || (uint8_t *)addr + len > r->base + r->size, -EINVAL);
+	RETURN_IF(advice != ZF_ADV_COLD && advice != ZF_ADV_HOT, -EINVAL);
+	units_of(r, (uintptr_t)addr, (uintptr_t)addr + len, &u0, &u1);
+	for (uint64_t u = u0; u < u1; u++) {
+		if (advice == ZF_ADV_COLD) {
+			uint32_t old = atomic_fetch_or_explicit(&r->state[u], F_COLD,
+								memory_order_relaxed);
+
+			atomic_fetch_and_explicit(&r->state[u], ~F_REF, memory_order_relaxed);
+			if (!(old & F_COLD))
+				atomic_fetch_add_explicit(&r->cold_units, 1, memory_order_relaxed);
+			continue;
+		}
+		{
+			uint32_t old = atomic_fetch_and_explicit(&r->state[u], ~F_COLD,
+								 memory_order_relaxed);
+
+			if (old & F_COLD)
+				atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
+		}
+		atomic_fetch_or_explicit(&r->state[u], F_REF, memory_order_relaxed);
+		/* Bring evicted units in now, as readahead does (in the caller's thread). */
+		pthread_mutex_lock(&r->advise_lock);
+		for (int tries = 0; tries < 1000; tries++) {
+			enum serve_result res;
+
+			if ((atomic_load(&r->state[u]) & (ST_MASK | F_PARTIAL)) != ST_EVICTED)
+				break;
+			if (!r->advise_ctx.reader && fault_ctx_init(r, &r->advise_ctx))
+				break;
+			res = swap_in(r, &r->advise_ctx, u, unit_addr(r, u), 1);
+			if (res != RETRY)
+				break;
+			sched_yield();
+		}
+		pthread_mutex_unlock(&r->advise_lock);
+	}
+	return 0;
+}
+
+void zf_region_get_stats(zf_region *r, zf_region_stats *s)
+{
+	uint64_t total = 0, seen = 0;
+	int o;
+
+	if (!s)
+		return;
+	memset(s, 0, sizeof(*s));
+	if (!r)
+		return;
+	o = (int)r->order;
+	s->size = r->size;
+	s->unit = r->unit;
+	s->resident_bytes = atomic_load(&r->resident) * r->unit;
+	s->resident_max = atomic_load(&r->n.resident_max) * r->unit;
+	for (uint64_t u = 0; u < r->nunits; u++)
+		s->evicted_units += (atomic_load_explicit(&r->state[u], memory_order_relaxed) &
+				     ST_MASK) == ST_EVICTED;
+#define GET(f) s->f = atomic_load_explicit(&r->n.f, memory_order_relaxed)
+	GET(swpout);
+	GET(swpin);
+	GET(pgmajfault);
+	GET(pgfault_zero);
+	GET(wp_faults);
+	GET(fault_waits);
+	GET(limit_waits);
+	GET(evict_pageout);
+	GET(evict_reclaim);
+	GET(reject);
+	GET(clean_kept);
+	GET(clean_evict);
+	GET(clean_dropped);
+	GET(swap_ra);
+	GET(swap_ra_hit);
+	GET(ev_remove);
+	GET(ev_unmap);
+	GET(ev_remap);
+	GET(copy_eagain);
+	GET(copy_eexist);
+	GET(fault_fail);
+#undef GET
+	s->swpout_units[o] = atomic_load(&r->n.swpout_units);
+	s->swpin_units[o] = atomic_load(&r->n.swpin_units);
+	s->swpin_fallback[o] = atomic_load(&r->n.swpin_fallback);
+	for (int i = 0; i < ZF_REGION_LAT_BUCKETS; i++) {
+		s->fault_lat[i] = atomic_load_explicit(&r->n.lat[i], memory_order_relaxed);
+		total += s->fault_lat[i];
+	}
+	for (int i = 0; i < ZF_REGION_LAT_BUCKETS && total; i++) {
+		const uint64_t before = seen;
+
+		seen += s->fault_lat[i];
+		if (before * 100 < total * 50 && seen * 100 >= total * 50)
+			s->fault_p50_ns = lat_upper((unsigned)i);
+		if (before * 100 < total * 99 && seen * 100 >= total * 99)
+			s->fault_p99_ns = lat_upper((unsigned)i);
+		if (before * 1000 < total * 999 && seen * 1000 >= total * 999)
+			s->fault_p999_ns = lat_upper((unsigned)i);
+	}
+}
+
+size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
+{
+	zf_region_stats s;
+	size_t len = 0;
+	char sz[16];
+
+	zf_region_get_stats(r, &s);
+	snprintf(sz, sizeof(sz), "%uk", (unsigned)(s.unit >> 10));
+#define LINE(fmt, ...)                                                                             \
+	do {                                                                                       \
+		int n_ = snprintf(buf ? buf + ZF_MIN(len, cap) : NULL, len < cap ? cap - len : 0,  \
+				  fmt "\n", __VA_ARGS__);                                          \
+		if (n_ > 0)                                                                        \
+			len += (size_t)n_;                                                         \
+	} while (0)
+#define FIELD(f) LINE("%s %llu", #f, (unsigned long long)s.f)
+	FIELD(size);
+	FIELD(unit);
+	FIELD(resident_bytes);
+	FIELD(resident_max);
+	FIELD(evicted_units);
+	FIELD(swpout);
+	FIELD(swpin);
+	LINE("swpout_%s %llu", sz, (unsigned long long)s.swpout_units[r ? r->order : 0]);
+	LINE("swpin_%s %llu", sz, (unsigned long long)s.swpin_units[r ? r->order : 0]);
+	LINE("swpin_fallback_%s %llu", sz, (unsigned long long)s.swpin_fallback[r ? r->order : 0]);
+	FIELD(pgmajfault);
+	FIELD(pgfault_zero);
+	FIELD(wp_faults);
+	FIELD(fault_waits);
+	FIELD(limit_waits);
+	FIELD(evict_pageout);
+	FIELD(evict_reclaim);
+	FIELD(reject);
+	FIELD(clean_kept);
+	FIELD(clean_evict);
+	FIELD(clean_dropped);
+	FIELD(swap_ra);
+	FIELD(swap_ra_hit);
+	FIELD(ev_remove);
+	FIELD(ev_unmap);
+	FIELD(ev_remap);
+	FIELD(copy_eagain);
+	FIELD(copy_eexist);
+	FIELD(fault_fail);
+	FIELD(fault_p50_ns);
+	FIELD(fault_p99_ns);
+	FIELD(fault_p999_ns);
+#undef FIELD
+#undef LINE
+	if (buf && cap)
+		buf[ZF_MIN(len, cap - 1)] = '\0';
+	return len;
+}
