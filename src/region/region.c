@@ -279,8 +279,8 @@ static int protect(zf_region *r, void *addr, size_t len, int wp)
 }
 
 /*
- * Moves unit u from state from to to (keeping its flags, minus clear, plus set); 0, or
- * -EAGAIN when it was not in from.
+ * Claims unit u: moves it from state from to to (keeping its flags, minus clear, plus
+ * set); 0, or -EAGAIN when it was not in from or an event holds it (F_EVENT).
  */
 static int unit_move(zf_region *r, uint64_t u, uint32_t from, uint32_t to, uint32_t clear,
 		     uint32_t set)
@@ -288,7 +288,7 @@ static int unit_move(zf_region *r, uint64_t u, uint32_t from, uint32_t to, uint3
 	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire);
 
 	do {
-		if ((old & ST_MASK) != from)
+		if ((old & ST_MASK) != from || (old & F_EVENT))
 			return -EAGAIN;
 	} while (!atomic_compare_exchange_weak_explicit(
 		&r->state[u], &old, ((old & ~(ST_MASK | clear)) | set | to), memory_order_acq_rel,
@@ -894,6 +894,33 @@ static void *readahead_main(void *arg)
 }
 
 /*
+ * For serve(): a fault on resident unit u (claimed), at page: zero a hole, or unprotect
+ * a written page (a clean unit: drop its stored copy and unprotect it whole). Returns 0,
+ * 1 when the clean copy was dropped, or -EAGAIN.
+ */
+static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_t st)
+{
+	int ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
+
+	if (ret != -EEXIST)
+		return ret;
+	if (!wp) {
+		/* Thread mode: a duplicate of a fault served meanwhile. */
+		wake_range(r, page, RG_PAGE);
+		return 0;
+	}
+	INC(r, wp_faults);
+	if (st & F_CLEAN) {
+		/* The first write to a clean unit: its stored copy is stale now. */
+		zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+		INC(r, clean_dropped);
+		ret = protect(r, unit_addr(r, u), r->unit, 0);
+		return ret ? ret : 1;
+	}
+	return protect(r, page, RG_PAGE, 0);
+}
+
+/*
  * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
  * known, wp = -1). Never blocks.
  */
@@ -955,31 +982,23 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		INC(r, pgfault_zero);
 		after_admit(r);
 		return SERVED;
-	case ST_RESIDENT:
 	case ST_GONE:
-		/* A hole (zero it), or a write to a write-protected page (present). */
+		/* No longer ours to evict: plain memory. */
 		ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
-		if (ret == -EAGAIN)
+		if (ret == -EEXIST)
+			ret = wp ? protect(r, page, RG_PAGE, 0) : (wake_range(r, page, RG_PAGE), 0);
+		return ret == -EAGAIN ? RETRY : SERVED;
+	case ST_RESIDENT:
+		/*
+		 * A hole, or a write to a write-protected page. The unit is claimed while its
+		 * pages change, so that no eviction protects it in between: a page zeroed or
+		 * unprotected under an eviction would let a write land unseen.
+		 */
+		if (unit_move(r, u, ST_RESIDENT, ST_LOADING, 0, 0))
 			return RETRY;
-		if (ret != -EEXIST)
-			return SERVED;
-		if (!wp) {
-			/* Thread mode: a duplicate of a fault served meanwhile. */
-			wake_range(r, page, RG_PAGE);
-			return SERVED;
-		}
-		INC(r, wp_faults);
-		if ((st & F_CLEAN) &&
-		    atomic_fetch_and_explicit(&r->state[u], ~F_CLEAN, memory_order_acq_rel) &
-			    F_CLEAN) {
-			/* The first write to a clean unit: its stored copy is stale now. */
-			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
-			INC(r, clean_dropped);
-			ret = protect(r, unit_addr(r, u), r->unit, 0);
-		} else {
-			ret = protect(r, page, RG_PAGE, 0);
-		}
-		atomic_fetch_or_explicit(&r->state[u], F_REF, memory_order_relaxed);
+		st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+		ret = fix_resident(r, u, page, wp, st);
+		unit_release(r, u, ST_RESIDENT, ret == 1 ? F_CLEAN : 0, F_REF);
 		return ret == -EAGAIN ? RETRY : SERVED;
 	}
 	return SERVED;
@@ -1002,18 +1021,18 @@ static int units_of(zf_region *r, uintptr_t start, uintptr_t end, uint64_t *u0, 
 	return 1;
 }
 
-/* Whether any unit of [u0, u1) is in transition (marking them so faults wait). */
+/*
+ * Takes units [u0, u1) for an event (F_EVENT: nobody can claim them, faults wait) and
+ * says whether one is still in a transition that began before (the event then waits).
+ */
 static int units_busy(zf_region *r, uint64_t u0, uint64_t u1)
 {
 	int busy = 0;
 
 	for (uint64_t u = u0; u < u1; u++) {
-		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+		uint32_t st = atomic_fetch_or_explicit(&r->state[u], F_EVENT, memory_order_acq_rel);
 
-		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING) {
-			atomic_fetch_or_explicit(&r->state[u], F_EVENT, memory_order_acq_rel);
-			busy = 1;
-		}
+		busy |= (st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING;
 	}
 	return busy;
 }
@@ -1827,7 +1846,8 @@ int zf_region_advise(zf_region *r, void *addr, size_t len, int advice)
 	RETURN_IF(!r || !len, -EINVAL);
 	RETURN_IF((uint8_t *)addr < r->base || (uint8_t *)addr + len > r->base + r->size, -EINVAL);
 	RETURN_IF(advice != ZF_ADV_COLD && advice != ZF_ADV_HOT, -EINVAL);
-	units_of(r, (uintptr_t)addr, (uintptr_t)addr + len, &u0, &u1);
+	if (!units_of(r, (uintptr_t)addr, (uintptr_t)addr + len, &u0, &u1))
+		return 0;
 	for (uint64_t u = u0; u < u1; u++) {
 		if (advice == ZF_ADV_COLD) {
 			uint32_t old = atomic_fetch_or_explicit(&r->state[u], F_COLD,
@@ -1930,16 +1950,19 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 {
 	zf_region_stats s;
 	size_t len = 0;
-	char sz[16];
+	char sz[16], dummy[1];
 
 	zf_region_get_stats(r, &s);
+	if (!buf || !cap) {
+		buf = dummy;
+		cap = 0;
+	}
 	snprintf(sz, sizeof(sz), "%uk", (unsigned)(s.unit >> 10));
 #define LINE(fmt, ...)                                                                             \
 	do {                                                                                       \
-		int n_ = snprintf(buf ? buf + ZF_MIN(len, cap) : NULL, len < cap ? cap - len : 0,  \
-				  fmt "\n", __VA_ARGS__);                                          \
-		if (n_ > 0)                                                                        \
-			len += (size_t)n_;                                                         \
+		const int k = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0,    \
+				       fmt "\n", __VA_ARGS__);                                     \
+		len += k > 0 ? (size_t)k : 0;                                                      \
 	} while (0)
 #define FIELD(f) LINE("%s %llu", #f, (unsigned long long)s.f)
 	FIELD(size);
@@ -1976,7 +1999,5 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(fault_p999_ns);
 #undef FIELD
 #undef LINE
-	if (buf && cap)
-		buf[ZF_MIN(len, cap - 1)] = '\0';
 	return len;
 }
