@@ -495,6 +495,13 @@ typedef struct zf_store_options {
 	 */
 	const char *backing_path;
 	uint64_t backing_bytes;
+	/*
+	 * Bytes of emptied pool pages kept for reuse instead of given back (the pool's
+	 * warm_pages_max; default 2 MiB): a store that empties and refills (pageout, then
+	 * swap-in, again and again) avoids a page fault per pool page. They count in
+	 * pool_total_size; zf_store_compact() gives them back.
+	 */
+	uint64_t pool_warm_bytes;
 } zf_store_options;
 
 ZF_API void zf_store_options_init(zf_store_options *options);

@@ -1580,6 +1580,12 @@ static int region_setup_store(zf_region *r, zf_store *store)
 		so.codec = r->o.codec;
 		so.unit = r->unit > RG_PAGE ? r->unit : 0;
 		so.engines = r->o.engines;
+		/*
+		 * A region empties and refills its pool all the time (units out, units in):
+		 * emptied pool pages stay for reuse, up to a quarter of the region, as a page
+		 * fault costs more than compressing the page.
+		 */
+		so.pool_warm_bytes = ZF_MAX((uint64_t)r->size / 4, (uint64_t)ZF_UNIT_MAX);
 		TRY(zf_store_create(&so, &r->store));
 		r->own_store = 1;
 	}

@@ -1249,6 +1249,7 @@ void zf_store_options_init(zf_store_options *o)
 	o->accept_threshold_pct = 90;
 	o->incompressible_pct = 100;
 	o->backing_bytes = (uint64_t)1 << 30;
+	o->pool_warm_bytes = ZF_UNIT_MAX;
 }
 
 static void store_free(zf_store *s)
@@ -1339,6 +1340,7 @@ int zf_store_create(const zf_store_options *options, zf_store **out)
 		 */
 		zf_pool_options_init(&po);
 		po.compact_threshold_pct = 0;
+		po.warm_pages_max = o.pool_warm_bytes / ZF_PAGE_SIZE;
 		ret = zf_pool_create(&po, &s->pool);
 	}
 	if (ret)
