@@ -48,7 +48,11 @@
  * UFFD_FEATURE_SIGBUS, where the faulting thread serves itself in a SIGBUS handler (no
  * wakeup). In SIGBUS mode a thread still reads the descriptor for events. The signal
  * handler takes no lock that code outside zfolio can hold and allocates nothing: it
- * takes a preallocated fault context (codec context, buffers) from a lock-free set.
+ * takes a preallocated fault context (codec context, buffers) from a lock-free set. It
+ * does free() the store entry of a unit it brought in; that is safe because the signal
+ * is synchronous, raised by an access to region memory, and no code that holds the
+ * malloc lock touches memory outside the heap (and zfolio itself never touches region
+ * memory under a lock; the region tests run TSan with report_signal_unsafe=0 for it).
  *
  * Events. REMOVE (madvise DONTNEED of the program) turns covered units EMPTY and drops
  * their stored copies; a partly covered evicted unit is read back, the covered part
@@ -115,6 +119,7 @@ enum unit_state {
 struct fault_ctx {
 	struct store_reader *reader;
 	uint8_t *buf; /* a unit */
+	int in_signal; /* a SIGBUS handler's: no logging (the program's log sink may lock) */
 };
 
 struct deferred {
@@ -796,8 +801,9 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 		resident_add(r, 1);
 	ret = load_data(r, c, u, page);
 	if (ret) {
-		common_log(ZF_LOG_WARN, "region: cannot read unit %llu back: %s",
-			   (unsigned long long)u, zf_strerror(ret));
+		if (!c->in_signal)
+			common_log(ZF_LOG_WARN, "region: cannot read unit %llu back: %s",
+				   (unsigned long long)u, zf_strerror(ret));
 		if (!partial)
 			resident_add(r, -1);
 		unit_release(r, u, ST_EVICTED, 0, 0);
@@ -1659,8 +1665,10 @@ static int region_start(zf_region *r)
 		r->nthreads++;
 	}
 	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
-		for (int i = 0; i < RG_SIG_CTXS; i++)
+		for (int i = 0; i < RG_SIG_CTXS; i++) {
 			TRY(fault_ctx_init(r, &r->sig_ctx[i]));
+			r->sig_ctx[i].in_signal = 1;
+		}
 		atomic_store(&r->sig_free, (uint32_t)((1ull << RG_SIG_CTXS) - 1));
 		TRY(sigbus_register(r));
 	}
@@ -1758,7 +1766,6 @@ static void stop_background(zf_region *r)
 		pthread_join(r->reclaimer, NULL);
 	if (r->have_reader)
 		pthread_join(r->reader, NULL);
-	r->have_reclaimer = r->have_reader = 0;
 }
 
 void zf_region_destroy(zf_region *r)
