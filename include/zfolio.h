@@ -669,7 +669,8 @@ typedef struct zf_region_options {
 	uint64_t reclaim_batch;
 	/*
 	 * Readahead: after two faults on consecutive units, a readahead thread brings in
-	 * the next readahead units ahead of the faults (swap_ra, swap_ra_hit). 0: none.
+	 * the next readahead units ahead of the faults (swap_ra, swap_ra_hit). 0: none
+	 * (the default, as the kernel does none for zram). Ignored in per-page mode.
 	 */
 	unsigned readahead;
 	enum zf_fault_mode fault_mode; /* default ZF_FAULT_THREAD */
@@ -755,8 +756,9 @@ typedef struct zf_region_stats {
 	/*
 	 * Fault-service latency, from the fault reaching zfolio to its resolving ioctl
 	 * (thread mode: after the wakeup; SIGBUS mode: the signal handler's own time).
-	 * Bucket i counts faults of [2^(i/4), 2^((i+1)/4)) ns, roughly; the percentiles
-	 * are read from it (upper bucket bounds).
+	 * Two buckets per power of two: bucket 2k counts faults of [2^k, 1.5 * 2^k) ns,
+	 * bucket 2k + 1 those of [1.5 * 2^k, 2^(k+1)) ns (bucket 0: under 2 ns, the last:
+	 * all above). The percentiles are the upper bounds of the buckets they fall in.
 	 */
 	uint64_t fault_lat[ZF_REGION_LAT_BUCKETS];
 	uint64_t fault_p50_ns, fault_p99_ns, fault_p999_ns;

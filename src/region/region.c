@@ -536,10 +536,21 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 	if (!claimed || !ok || !vec)
 		goto out;
 	for (uint64_t i = 0; i < n; i++) {
-		uint32_t st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
+		uint32_t st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed),
+			 seen;
 
 		if ((sel && !sel[i]) || (st & (F_PARTIAL | F_EVENT)))
 			continue;
+		/*
+		 * A unit being brought in is resident a moment later (its UFFDIO_COPY woke
+		 * the program before the loader marked it): a pageout waits for it, so that
+		 * one that follows a touch sees the unit. (Loaders never wait for evictors.)
+		 */
+		while (!reclaim && (st & ST_MASK) == ST_LOADING &&
+		       !unit_wait_mark(r, first + i, &seen)) {
+			futex_wait(&r->state[first + i], seen);
+			st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
+		}
 		claimed[i] = !unit_move(r, first + i, ST_RESIDENT, ST_EVICTING, F_REF | F_RA, 0);
 	}
 	/* Protect each run of claimed units, then find the holes. */
@@ -1676,7 +1687,7 @@ static int region_start(zf_region *r)
 		TRY(start_thread(&r->reclaimer, reclaim_main, r));
 		r->have_reclaimer = 1;
 	}
-	if (r->o.readahead) {
+	if (r->o.readahead && r->o.swapin == ZF_SWAPIN_WHOLE) {
 		TRY(fault_ctx_init(r, &r->ra_ctx));
 		TRY(start_thread(&r->reader, readahead_main, r));
 		r->have_reader = 1;

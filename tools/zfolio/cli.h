@@ -79,5 +79,6 @@ int cmd_capture(int argc, char **argv);
 /* The benchmarks under "zfolio bench" (cmd_bench dispatches to them). */
 int bench_zpool(int argc, char **argv);
 int bench_store(int argc, char **argv);
+int bench_region(int argc, char **argv);
 
 #endif /* ZF_CLI_H */

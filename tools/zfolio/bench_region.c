@@ -1,0 +1,689 @@
+/*
+ * bench_region.c - "zfolio bench region": what a zf_region's fault service costs the
+ * program, and how fast it swaps a memory image out and back in.
+ *
+ * For each configuration (image, codec, unit, fault-service mode, readahead, swap-in
+ * mode) it makes a region with a store of its own, fills it with the image (cut or tiled
+ * to --size), then runs an untimed round and --repeat timed ones. A round:
+ *
+ *   1. zf_region_pageout() of the whole region, timed: the swap-out.
+ *   2. A pass over the region in address order reading one byte of every 4 KiB page,
+ *      timed as a whole: the swap-in (MB/s = size / pass time). The read of each unit's
+ *      first page is timed on its own (clock_gettime around it): that is one fault as the
+ *      program sees it - the trap, the wakeup of a service thread or the SIGBUS delivery,
+ *      the decompression and placement, the return - or, when readahead brought the unit
+ *      in ahead of the pass, the cost of reading resident memory.
+ *   3. A check: every byte read in the pass is compared with the image, and a few whole
+ *      pages at random; after the last round, every byte of the region. A mismatch exits 1.
+ *
+ * Beside the program's view, the region's own counters over the timed rounds: pgmajfault
+ * (faults served from the store: against the number of first touches, how many readahead
+ * saved), the service-latency histogram (from the fault reaching zfolio to its resolving
+ * ioctl, without the trap and wakeup around it), readahead hits; and the store's ratio
+ * after the last swap-out.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define MAX_LIST 8
+#define MAX_READAHEAD 4096
+#define CHECK_PAGES 16 /* whole pages compared at random after each round */
+
+static const char bench_region_usage[] =
+	"usage: zfolio bench region [--image FILE ...] [--size SIZE] [--unit LIST]\n"
+	"                           [--codec LIST] [--mode LIST] [--readahead LIST]\n"
+	"                           [--swapin LIST] [--repeat N] [--json]\n"
+	"\n"
+	"Swaps a memory image out of a zf_region and back in through userfaultfd, for each\n"
+	"combination of the lists: the swap-out time, the swap-in time and MB/s, and the\n"
+	"latency of each fault as the program sees it. Needs userfaultfd (root, or access to\n"
+	"/dev/userfaultfd); exits 77 without it.\n"
+	"\n"
+	"  --image FILE     a memory image (raw or .zst); repeatable. Default: the built-in\n"
+	"                   sample\n"
+	"  --size SIZE      bytes of region, filled with the image cut or tiled to it (repeated\n"
+	"                   end to end when smaller); rounded up to a whole number of the\n"
+	"                   largest unit. Default 64m\n"
+	"  --unit LIST      unit sizes, powers of two 4k..2m: a fault brings a whole unit in\n"
+	"                   (default 4k,64k)\n"
+	"  --codec LIST     codecs of the region's store (default lz4)\n"
+	"  --mode LIST      fault-service modes (default thread,sigbus):\n"
+	"                     thread  a service thread reads the userfaultfd and serves each\n"
+	"                             fault. Transparent (system calls that touch evicted\n"
+	"                             memory work), but every fault pays a cross-thread wakeup\n"
+	"                             and switch (~14 us of a 4k fault's ~21 us on a 2-vCPU VM)\n"
+	"                     sigbus  UFFD_FEATURE_SIGBUS: the faulting thread serves its own\n"
+	"                             fault in zfolio's SIGBUS handler, no wakeup: 3-4x faster\n"
+	"                             at 4k. Costs: a system call that touches evicted memory\n"
+	"                             from the kernel (read(2) into it, O_DIRECT, /proc/PID/mem)\n"
+	"                             fails with EFAULT instead of faulting it in; the program\n"
+	"                             must not block SIGBUS in threads that touch the region nor\n"
+	"                             replace zfolio's handler while a region exists\n"
+	"  --readahead LIST units read ahead by a readahead thread once two faults hit\n"
+	"                   consecutive units (default 0: none). It decompresses on the other\n"
+	"                   core while the program works, so the pass then finds units resident\n"
+	"  --swapin LIST    whole (default): a fault decompresses its unit once and places all\n"
+	"                   of it with one UFFDIO_COPY; per-page: a fault places only its 4 KiB\n"
+	"                   page, decompressing the unit for each page, as the kernel does when\n"
+	"                   it cannot swap a large folio in (for comparison; slow with large\n"
+	"                   units: 2m costs a 2 MiB decompression per page)\n"
+	"  --repeat N       timed rounds, after an untimed one (default 5)\n"
+	"  --json           one JSON object per configuration\n"
+	"\n"
+	"A round: zf_region_pageout() of the whole region (timed: swapout), then one byte of\n"
+	"every 4 KiB page read in address order (timed: swapin; MB/s = size / that time, MB =\n"
+	"10^6 bytes), every byte read compared with the image, and 16 whole pages. After the\n"
+	"last round every byte is compared; a mismatch exits 1. swapout and swapin ms are\n"
+	"medians over the rounds.\n"
+	"\n"
+	"fault p50/p99: the read of each unit's first page in the pass, timed on its own, over\n"
+	"all timed rounds: the fault as the program sees it (trap, wakeup or signal, service,\n"
+	"return). With readahead, a unit already brought in costs only a memory read: faulted\n"
+	"is the share of first touches (of pages, with per-page) that faulted, pgmajfault over\n"
+	"the timed rounds against units x rounds (pages x rounds with per-page).\n"
+	"service p50/p99: the region's own histogram over the timed rounds (the fault reaching\n"
+	"zfolio to its resolving ioctl: in thread mode after the wakeup), bucket upper bounds.\n"
+	"ratio = orig_data_size / compr_data_size of the store after the last swap-out.\n"
+	"\n"
+	"--json adds: swapout_mbps, fault_max_us, service_p999_us, touches (units x rounds,\n"
+	"pages x rounds with per-page: faulted = pgmajfault / touches), the region's counters\n"
+	"over the timed rounds (pgmajfault, swpout, swpin, swap_ra, swap_ra_hit, fault_waits,\n"
+	"copy_eexist, copy_eagain, reject), evicted_min (the fewest units one swap-out evicted:\n"
+	"below size / unit, some stayed resident, and a note says so on stderr), the store's\n"
+	"orig_data_size and compr_data_size, and counters: zf_region_stats_text() at the end.\n";
+
+struct config {
+	uint64_t unit;
+	enum zf_fault_mode mode;
+	const char *mode_name;
+	unsigned readahead;
+	enum zf_swapin_mode swapin;
+	const char *swapin_name;
+};
+
+struct result {
+	struct config cfg;
+	const char *image;
+	uint64_t image_size;
+	const zf_codec *codec;
+	uint64_t size;
+	int repeat;
+	double swapout_ms, swapin_ms; /* medians */
+	double fault_p50_us, fault_p99_us, fault_max_us; /* first touches of units */
+	double service_p50_us, service_p99_us, service_p999_us; /* the region's histogram */
+	uint64_t touches; /* first touches of units (pages with per-page) over timed rounds */
+	uint64_t evicted_min; /* least units one zf_region_pageout() evicted */
+	zf_region_stats d; /* counters over the timed rounds (differences) */
+	zf_store_stats sst; /* the store after the last swap-out */
+	char *counters; /* zf_region_stats_text() at the end, malloc()ed */
+};
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* The byte of page i read in round k: a different place in each page and round. */
+static inline size_t touch_offset(uint64_t i, int k)
+{
+	return (size_t)(((uint32_t)i * 2654435761u + (uint32_t)(k + 1) * 40503u) >> 20);
+}
+
+/* The image's pages repeated end to end (or cut) to fill dst[0..size). */
+static void tile(uint8_t *dst, uint64_t size, const uint8_t *img, uint64_t img_size)
+{
+	for (uint64_t off = 0; off < size; off += img_size) {
+		const uint64_t n = size - off < img_size ? size - off : img_size;
+
+		memcpy(dst + off, img, n);
+	}
+}
+
+/*
+ * The upper bound, in ns, of bucket i of zf_region_stats.fault_lat: two buckets per
+ * power of two, bucket 2b + h holding [2^b + h 2^(b-1), 2^b + (h+1) 2^(b-1)) (zfolio.h).
+ */
+static double lat_bucket_ns(int i)
+{
+	if (i < 2)
+		return 2;
+	return exp2(i / 2) + (double)(i % 2 + 1) * exp2(i / 2 - 1);
+}
+
+/* The num/den quantile of histogram h (nearest rank, bucket upper bounds), in ns. */
+static double hist_quantile_ns(const uint64_t *h, uint64_t num, uint64_t den)
+{
+	uint64_t total = 0, seen = 0;
+
+	for (int i = 0; i < ZF_REGION_LAT_BUCKETS; i++)
+		total += h[i];
+	if (total == 0)
+		return NAN;
+	for (int i = 0; i < ZF_REGION_LAT_BUCKETS; i++) {
+		seen += h[i];
+		if (seen * den >= total * num)
+			return lat_bucket_ns(i);
+	}
+	return lat_bucket_ns(ZF_REGION_LAT_BUCKETS - 1);
+}
+
+/* a - b for the counters the report uses (a taken after b). */
+static void stats_diff(const zf_region_stats *a, const zf_region_stats *b, zf_region_stats *d)
+{
+	*d = *a;
+#define ZF_DIFF(f) d->f = a->f - b->f
+	ZF_DIFF(swpout);
+	ZF_DIFF(swpin);
+	ZF_DIFF(pgmajfault);
+	ZF_DIFF(pgfault_zero);
+	ZF_DIFF(wp_faults);
+	ZF_DIFF(fault_waits);
+	ZF_DIFF(limit_waits);
+	ZF_DIFF(evict_pageout);
+	ZF_DIFF(evict_reclaim);
+	ZF_DIFF(reject);
+	ZF_DIFF(swap_ra);
+	ZF_DIFF(swap_ra_hit);
+	ZF_DIFF(copy_eagain);
+	ZF_DIFF(copy_eexist);
+	ZF_DIFF(fault_fail);
+#undef ZF_DIFF
+	for (int i = 0; i < ZF_STORE_ORDERS; i++) {
+		d->swpout_units[i] = a->swpout_units[i] - b->swpout_units[i];
+		d->swpin_units[i] = a->swpin_units[i] - b->swpin_units[i];
+		d->swpin_fallback[i] = a->swpin_fallback[i] - b->swpin_fallback[i];
+	}
+	for (int i = 0; i < ZF_REGION_LAT_BUCKETS; i++)
+		d->fault_lat[i] = a->fault_lat[i] - b->fault_lat[i];
+}
+
+static void init_options(const zf_codec *codec, const struct config *c, zf_region_options *o)
+{
+	zf_region_options_init(o);
+	o->unit = (uint32_t)c->unit;
+	o->codec = zf_codec_name(codec);
+	o->fault_mode = c->mode;
+	o->readahead = c->readahead;
+	o->swapin = c->swapin;
+}
+
+/* zf_region_create(), exiting 77 when userfaultfd is unavailable and 2 on a bad option. */
+static zf_region *new_region(const zf_codec *codec, const struct config *c, uint64_t size)
+{
+	zf_region_options o;
+	zf_region *r = NULL;
+	char ub[16];
+	int ret;
+
+	init_options(codec, c, &o);
+	ret = zf_region_create(NULL, size, &o, &r);
+	if (ret == -EPERM || ret == -ENOSYS || ret == -ENOTSUP)
+		cli_die(EXIT_SKIP,
+			"userfaultfd is unavailable for mode %s (%s): run as root, or give access "
+			"to /dev/userfaultfd, or set vm.unprivileged_userfaultfd=1",
+			c->mode_name, zf_strerror(ret));
+	if (ret == -EINVAL)
+		cli_die(EXIT_USAGE,
+			"the region refuses unit %s, mode %s, readahead %u, swapin %s: %s",
+			cli_format_unit(c->unit, ub, sizeof(ub)), c->mode_name, c->readahead,
+			c->swapin_name, zf_strerror(ret));
+	if (ret)
+		cli_die(1, "zf_region_create: %s", zf_strerror(ret));
+	return r;
+}
+
+/* Dies naming the first byte of region that differs from data in [off, off + len). */
+static void mismatch(const char *image, const struct config *c, const uint8_t *region,
+		     const uint8_t *data, uint64_t off, uint64_t len, int k, int repeat)
+{
+	char ub[16], rb[32];
+
+	for (uint64_t end = off + len; off < end && region[off] == data[off]; off++)
+		;
+	cli_die(1,
+		"%s, unit %s, mode %s, readahead %u, swapin %s: byte %llu (page %llu) came back "
+		"wrong in %s",
+		image, cli_format_unit(c->unit, ub, sizeof(ub)), c->mode_name, c->readahead,
+		c->swapin_name, (unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE),
+		k < 0 ? "the untimed round"
+		      : (snprintf(rb, sizeof(rb), "round %d of %d", k + 1, repeat), rb));
+}
+
+static void run_config(const char *image, uint64_t image_size, const zf_codec *codec,
+		       const uint8_t *data, uint64_t size, const struct config *c, int repeat,
+		       struct result *res)
+{
+	const uint64_t pages = size / ZF_PAGE_SIZE, ppu = c->unit / ZF_PAGE_SIZE,
+		       units = size / c->unit;
+	double tout[64], tin[64], *lat;
+	uint8_t *expect = malloc(pages);
+	zf_region_stats st0, st1;
+	uint64_t nlat = 0, x = 0x9e3779b97f4a7c15ull;
+	zf_region *r;
+	uint8_t *base;
+	size_t text_len;
+	char ub[16], probe[1];
+
+	memset(res, 0, sizeof(*res));
+	res->cfg = *c;
+	res->image = image;
+	res->image_size = image_size;
+	res->codec = codec;
+	res->size = size;
+	res->repeat = repeat;
+	res->evicted_min = UINT64_MAX;
+	lat = malloc((size_t)(units * (uint64_t)repeat) * sizeof(*lat));
+	if (!lat || !expect)
+		cli_die(1, "out of memory");
+	cli_format_unit(c->unit, ub, sizeof(ub));
+
+	cli_progress("%s %s %s %s ra %u %s: fill", image, zf_codec_name(codec), ub, c->mode_name,
+		     c->readahead, c->swapin_name);
+	r = new_region(codec, c, size);
+	base = zf_region_base(r);
+	if (zf_region_size(r) != size)
+		cli_die(1, "zf_region_size: %zu bytes, asked for %llu", zf_region_size(r),
+			(unsigned long long)size);
+	memcpy(base, data, size);
+
+	/* Round -1 is untimed: the store's pool and the region's structures warm up. */
+	for (int k = -1; k < repeat; k++) {
+		volatile const uint8_t *v = base;
+		uint64_t t0, t1, diff = 0;
+		long evicted;
+
+		cli_progress("%s %s %s %s ra %u %s: round %d of %d%s", image, zf_codec_name(codec),
+			     ub, c->mode_name, c->readahead, c->swapin_name, k < 0 ? 0 : k + 1,
+			     repeat, k < 0 ? " (untimed)" : "");
+		for (uint64_t i = 0; i < pages; i++)
+			expect[i] = data[i * ZF_PAGE_SIZE + touch_offset(i, k)];
+		if (k == 0)
+			zf_region_get_stats(r, &st0);
+
+		t0 = now_ns();
+		evicted = zf_region_pageout(r, base, size);
+		t1 = now_ns();
+		if (evicted < 0)
+			cli_die(1, "zf_region_pageout: %s", zf_strerror((int)evicted));
+		if ((uint64_t)evicted < res->evicted_min)
+			res->evicted_min = (uint64_t)evicted;
+		zf_store_get_stats(zf_region_store(r), &res->sst);
+		if (k >= 0)
+			tout[k] = (double)(t1 - t0) / 1e6;
+
+		t0 = now_ns();
+		for (uint64_t u = 0, i = 0; u < units; u++) {
+			const uint64_t f0 = now_ns();
+			const uint8_t b = v[i * ZF_PAGE_SIZE + touch_offset(i, k)];
+			const uint64_t f1 = now_ns();
+
+			if (k >= 0)
+				lat[nlat++] = (double)(f1 - f0) / 1e3;
+			diff |= b ^ expect[i];
+			for (i++; i < (u + 1) * ppu; i++)
+				diff |= v[i * ZF_PAGE_SIZE + touch_offset(i, k)] ^ expect[i];
+		}
+		t1 = now_ns();
+		if (k >= 0)
+			tin[k] = (double)(t1 - t0) / 1e6;
+
+		if (diff) {
+			for (uint64_t i = 0; i < pages; i++) {
+				const uint64_t off = i * ZF_PAGE_SIZE + touch_offset(i, k);
+
+				if (base[off] != data[off])
+					mismatch(image, c, base, data, off, 1, k, repeat);
+			}
+			mismatch(image, c, base, data, 0, size, k, repeat);
+		}
+		for (int j = 0; j < CHECK_PAGES; j++) {
+			const uint64_t off = rng_next(&x) % pages * ZF_PAGE_SIZE;
+
+			if (memcmp(base + off, data + off, ZF_PAGE_SIZE))
+				mismatch(image, c, base, data, off, ZF_PAGE_SIZE, k, repeat);
+		}
+	}
+	zf_region_get_stats(r, &st1);
+	if (memcmp(base, data, size))
+		mismatch(image, c, base, data, 0, size, repeat - 1, repeat);
+
+	stats_diff(&st1, &st0, &res->d);
+	/*
+	 * A unit the store refused, or one still in a transition (a fault or readahead
+	 * finishing), stays resident: the figures then cover fewer faults.
+	 */
+	if (res->evicted_min < units)
+		fprintf(stderr,
+			"zfolio: note: %s, unit %s, mode %s: a zf_region_pageout() of the whole "
+			"region evicted only %llu of %llu units (%llu refused by the store over "
+			"the timed rounds; the others were busy)\n",
+			image, ub, c->mode_name, (unsigned long long)res->evicted_min,
+			(unsigned long long)units, (unsigned long long)res->d.reject);
+	res->touches = (c->swapin == ZF_SWAPIN_PER_PAGE ? pages : units) * (uint64_t)repeat;
+	res->swapout_ms = cli_median(tout, repeat);
+	res->swapin_ms = cli_median(tin, repeat);
+	res->fault_p50_us = cli_percentile(lat, (int)nlat, 50);
+	res->fault_p99_us = cli_percentile(lat, (int)nlat, 99);
+	res->fault_max_us = lat[nlat - 1]; /* sorted by cli_percentile() */
+	/* Over the timed rounds only (the histogram's difference), not the fill's faults. */
+	res->service_p50_us = hist_quantile_ns(res->d.fault_lat, 50, 100) / 1e3;
+	res->service_p99_us = hist_quantile_ns(res->d.fault_lat, 99, 100) / 1e3;
+	res->service_p999_us = hist_quantile_ns(res->d.fault_lat, 999, 1000) / 1e3;
+
+	text_len = zf_region_stats_text(r, probe, sizeof(probe)) + 1;
+	res->counters = malloc(text_len);
+	if (!res->counters)
+		cli_die(1, "out of memory");
+	zf_region_stats_text(r, res->counters, text_len);
+
+	zf_region_destroy(r);
+	free(lat);
+	free(expect);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Output                                                                           */
+/* -------------------------------------------------------------------------------- */
+
+static double ratio(const struct result *r)
+{
+	return r->sst.compr_data_size
+		       ? (double)r->sst.orig_data_size / (double)r->sst.compr_data_size
+		       : NAN;
+}
+
+static double faulted(const struct result *r)
+{
+	return r->touches ? (double)r->d.pgmajfault / (double)r->touches : NAN;
+}
+
+static double mbps(uint64_t bytes, double ms)
+{
+	return (double)bytes / 1e3 / ms;
+}
+
+static void json_num(const char *name, double v, int decimals)
+{
+	if (isfinite(v))
+		printf(",\"%s\":%.*f", name, decimals, v);
+	else
+		printf(",\"%s\":null", name);
+}
+
+static void json_u64(const char *name, uint64_t v)
+{
+	printf(",\"%s\":%llu", name, (unsigned long long)v);
+}
+
+static void print_json(const struct result *r)
+{
+	char ub[16], *text = strdup(r->counters), *line, *save = NULL;
+	const char *sep = "";
+
+	if (!text)
+		cli_die(1, "out of memory");
+	printf("{\"bench\":\"region\",\"image\":");
+	cli_json_string(stdout, r->image);
+	json_u64("image_size", r->image_size);
+	printf(",\"codec\":\"%s\"", zf_codec_name(r->codec));
+	json_u64("unit", r->cfg.unit);
+	printf(",\"unit_name\":\"%s\",\"mode\":\"%s\"",
+	       cli_format_unit(r->cfg.unit, ub, sizeof(ub)), r->cfg.mode_name);
+	printf(",\"readahead\":%u,\"swapin\":\"%s\"", r->cfg.readahead, r->cfg.swapin_name);
+	json_u64("size", r->size);
+	printf(",\"repeat\":%d", r->repeat);
+	json_num("swapout_ms", r->swapout_ms, 2);
+	json_num("swapout_mbps", mbps(r->size, r->swapout_ms), 1);
+	json_num("swapin_ms", r->swapin_ms, 2);
+	json_num("swapin_mbps", mbps(r->size, r->swapin_ms), 1);
+	json_num("fault_p50_us", r->fault_p50_us, 2);
+	json_num("fault_p99_us", r->fault_p99_us, 2);
+	json_num("fault_max_us", r->fault_max_us, 2);
+	json_num("service_p50_us", r->service_p50_us, 2);
+	json_num("service_p99_us", r->service_p99_us, 2);
+	json_num("service_p999_us", r->service_p999_us, 2);
+	json_u64("touches", r->touches);
+	json_u64("pgmajfault", r->d.pgmajfault);
+	json_num("faulted", faulted(r), 4);
+	json_u64("swpout", r->d.swpout);
+	json_u64("swpin", r->d.swpin);
+	json_u64("swap_ra", r->d.swap_ra);
+	json_u64("swap_ra_hit", r->d.swap_ra_hit);
+	json_u64("fault_waits", r->d.fault_waits);
+	json_u64("copy_eexist", r->d.copy_eexist);
+	json_u64("copy_eagain", r->d.copy_eagain);
+	json_u64("reject", r->d.reject);
+	json_u64("evicted_min", r->evicted_min);
+	json_num("ratio", ratio(r), 4);
+	json_u64("orig_data_size", r->sst.orig_data_size);
+	json_u64("compr_data_size", r->sst.compr_data_size);
+	/* The region's counters since it was made, as zf_region_stats_text() names them. */
+	printf(",\"counters\":{");
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *space = strchr(line, ' ');
+
+		if (!space)
+			continue;
+		*space = '\0';
+		printf("%s\"%s\":%s", sep, line, space + 1);
+		sep = ",";
+	}
+	printf("}}\n");
+	free(text);
+}
+
+static void print_header(void)
+{
+	printf("%-14s %-7s %4s %-6s %4s %-8s  %8s %8s %8s  %9s %8s %7s  %8s %8s  %6s\n", "image",
+	       "codec", "unit", "mode", "ra", "swapin", "out ms", "in ms", "in MB/s", "fault p50",
+	       "p99", "faulted", "svc p50", "p99", "ratio");
+}
+
+static void print_row(const struct result *r)
+{
+	char ub[16];
+
+	printf("%-14.14s %-7s %4s %-6s %4u %-8s  %8.1f %8.1f %8.1f  %9.2f %8.2f %6.1f%%  %8.2f "
+	       "%8.2f  %6.3f\n",
+	       r->image, zf_codec_name(r->codec), cli_format_unit(r->cfg.unit, ub, sizeof(ub)),
+	       r->cfg.mode_name, r->cfg.readahead, r->cfg.swapin_name, r->swapout_ms, r->swapin_ms,
+	       mbps(r->size, r->swapin_ms), r->fault_p50_us, r->fault_p99_us, 100 * faulted(r),
+	       r->service_p50_us, r->service_p99_us, ratio(r));
+}
+
+static void parse_mode(const char *name, struct config *c)
+{
+	c->mode_name = name;
+	if (!strcmp(name, "thread"))
+		c->mode = ZF_FAULT_THREAD;
+	else if (!strcmp(name, "sigbus"))
+		c->mode = ZF_FAULT_SIGBUS;
+	else
+		cli_die(EXIT_USAGE, "--mode: expected thread or sigbus, got '%s'", name);
+}
+
+static void parse_swapin(const char *name, struct config *c)
+{
+	c->swapin_name = name;
+	if (!strcmp(name, "whole"))
+		c->swapin = ZF_SWAPIN_WHOLE;
+	else if (!strcmp(name, "per-page"))
+		c->swapin = ZF_SWAPIN_PER_PAGE;
+	else
+		cli_die(EXIT_USAGE, "--swapin: expected whole or per-page, got '%s'", name);
+}
+
+int bench_region(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "image", required_argument, NULL, 'i' },
+		{ "size", required_argument, NULL, 's' },
+		{ "unit", required_argument, NULL, 'u' },
+		{ "codec", required_argument, NULL, 'c' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "readahead", required_argument, NULL, 'a' },
+		{ "swapin", required_argument, NULL, 'w' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char default_units[] = "4k,64k", default_codecs[] = "lz4",
+	     default_modes[] = "thread,sigbus", default_ra[] = "0", default_swapin[] = "whole";
+	char *unit_arg = default_units, *codec_arg = default_codecs, *mode_arg = default_modes,
+	     *ra_arg = default_ra, *swapin_arg = default_swapin;
+	char *codec_names[MAX_LIST], *mode_names[MAX_LIST], *ra_names[MAX_LIST],
+		*swapin_names[MAX_LIST];
+	const char *images[MAX_LIST];
+	const zf_codec *codecs[MAX_LIST];
+	struct config cfgs[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
+	uint64_t units[MAX_LIST], ra[MAX_LIST], size = 64ull << 20, repeat = 5, max_unit = 0;
+	int n_images = 0, n_units, n_codecs, n_modes, n_ra, n_swapin, n_cfgs = 0, opt, json = 0;
+	uint8_t *data;
+
+	while ((opt = getopt_long(argc, argv, "i:s:u:c:m:a:w:r:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			cli_add_image(images, &n_images, MAX_LIST, optarg);
+			break;
+		case 's':
+			if (cli_parse_size(optarg, &size) < 0 || size < ZF_PAGE_SIZE ||
+			    size > (64ull << 30))
+				cli_die(EXIT_USAGE,
+					"--size: expected a size from 4k to 64g, got '%s'", optarg);
+			break;
+		case 'u':
+			unit_arg = optarg;
+			break;
+		case 'c':
+			codec_arg = optarg;
+			break;
+		case 'm':
+			mode_arg = optarg;
+			break;
+		case 'a':
+			ra_arg = optarg;
+			break;
+		case 'w':
+			swapin_arg = optarg;
+			break;
+		case 'r':
+			if (cli_parse_uint(optarg, 1, 64, &repeat) < 0)
+				cli_die(EXIT_USAGE,
+					"--repeat: expected a count from 1 to 64, got '%s'",
+					optarg);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			fputs(bench_region_usage, stdout);
+			return 0;
+		default:
+			fputs(bench_region_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		cli_die(EXIT_USAGE, "unexpected argument '%s' (images are given with --image)",
+			argv[optind]);
+	n_units = cli_parse_units(unit_arg, units, MAX_LIST);
+	n_codecs = cli_split_list(codec_arg, codec_names, MAX_LIST);
+	n_modes = cli_split_list(mode_arg, mode_names, MAX_LIST);
+	n_ra = cli_split_list(ra_arg, ra_names, MAX_LIST);
+	n_swapin = cli_split_list(swapin_arg, swapin_names, MAX_LIST);
+	if (n_codecs < 0 || n_modes < 0 || n_ra < 0 || n_swapin < 0)
+		cli_die(EXIT_USAGE,
+			"--codec, --mode, --readahead, --swapin: comma-separated lists of at most "
+			"%d items",
+			MAX_LIST);
+	for (int i = 0; i < n_codecs; i++)
+		codecs[i] = cli_find_codec(codec_names[i]);
+	for (int i = 0; i < n_ra; i++) {
+		if (cli_parse_uint(ra_names[i], 0, MAX_READAHEAD, &ra[i]) < 0)
+			cli_die(EXIT_USAGE,
+				"--readahead: expected unit counts from 0 to %d, got '%s'",
+				MAX_READAHEAD, ra_names[i]);
+	}
+	for (int ui = 0; ui < n_units; ui++) {
+		if (units[ui] > max_unit)
+			max_unit = units[ui];
+		for (int mi = 0; mi < n_modes; mi++) {
+			for (int ai = 0; ai < n_ra; ai++) {
+				for (int wi = 0; wi < n_swapin; wi++) {
+					struct config *c = &cfgs[n_cfgs++];
+
+					c->unit = units[ui];
+					parse_mode(mode_names[mi], c);
+					c->readahead = (unsigned)ra[ai];
+					parse_swapin(swapin_names[wi], c);
+				}
+			}
+		}
+	}
+	/* Every unit sees the same bytes. */
+	size = (size + max_unit - 1) / max_unit * max_unit;
+	if (n_images == 0)
+		images[n_images++] = "sample";
+	/* A missing image is bad input even where userfaultfd is unavailable. */
+	for (int ii = 0; ii < n_images; ii++) {
+		if (strcmp(images[ii], "sample") && access(images[ii], R_OK))
+			cli_die(EXIT_USAGE, "%s: %s", images[ii], strerror(errno));
+	}
+
+	/*
+	 * Every configuration once on a one-unit region first, so that a missing userfaultfd
+	 * or a refused option stops the run before any output.
+	 */
+	for (int ci = 0; ci < n_codecs; ci++) {
+		for (int i = 0; i < n_cfgs; i++)
+			zf_region_destroy(new_region(codecs[ci], &cfgs[i], cfgs[i].unit));
+	}
+
+	data = cli_map_buffer(size);
+	if (!json)
+		print_header();
+	for (int ii = 0; ii < n_images; ii++) {
+		zf_image *img = cli_open_image(images[ii]);
+		const char *name = zf_image_name(img);
+
+		tile(data, size, zf_image_data(img), zf_image_size(img));
+		for (int ci = 0; ci < n_codecs; ci++) {
+			for (int i = 0; i < n_cfgs; i++) {
+				struct result r;
+
+				run_config(name, zf_image_size(img), codecs[ci], data, size,
+					   &cfgs[i], (int)repeat, &r);
+				cli_progress_done();
+				if (json)
+					print_json(&r);
+				else
+					print_row(&r);
+				fflush(stdout);
+				free(r.counters);
+			}
+		}
+		zf_image_close(img);
+	}
+	munmap(data, size);
+	return 0;
+}
