@@ -11,6 +11,7 @@
 #define ZF_COMMON_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,5 +44,17 @@
 
 /* Sends one formatted line to the program's log sink, if it installed one. */
 void common_log(enum zf_log_level level, const char *fmt, ...) ZF_PRINTF(2, 3);
+
+/*
+ * zfolio's own threads reading a region's memory (internal.c): engines for their life,
+ * an evicting thread while it evicts. A region answers their faults on units being
+ * evicted with zeros at once instead of making them wait.
+ */
+void internal_thread_enter(void);
+void internal_thread_leave(void);
+int internal_thread_is_me(void);
+int internal_thread_is(int32_t tid);
+/* pthread_create() of a zfolio thread, with every signal blocked in it. */
+int internal_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
 #endif /* ZF_COMMON_H */

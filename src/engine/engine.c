@@ -370,6 +370,7 @@ static void *engine_main(void *arg)
 	 * went from ~1 ms to tens of microseconds.)
 	 */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), ENGINE_NICE);
+	internal_thread_enter(); /* it reads region memory being evicted (internal.c) */
 
 	pthread_mutex_lock(&e->lock);
 	while (!e->stopping) {
@@ -414,6 +415,7 @@ static void *engine_main(void *arg)
 	}
 	pthread_mutex_unlock(&e->lock);
 	ctx_cache_clear(&self->cache);
+	internal_thread_leave();
 	return NULL;
 }
 
@@ -486,7 +488,7 @@ int zf_engines_create(unsigned n, zf_engines **enginesp)
 		s->id = i;
 		atomic_init(&s->jobs, 0);
 		pthread_cond_init(&s->wake, NULL);
-		ret = pthread_create(&s->thread, NULL, engine_main, s);
+		ret = internal_thread_create(&s->thread, engine_main, s);
 		if (ret) {
 			pthread_cond_destroy(&s->wake);
 			break;

@@ -96,7 +96,7 @@
 #define RG_SIG_CTXS 16 /* fault contexts for SIGBUS-mode faults in flight */
 #define RG_CHUNK ((size_t)8 << 20) /* bytes an eviction claims, protects and drops at once */
 #define RG_MSGS 16 /* messages read at once */
-#define RG_DEFERRED 64 /* events waiting for units in transition */
+#define RG_DEFERRED 256 /* events waiting for units in transition */
 
 /* The state word of a unit. */
 enum unit_state {
@@ -115,11 +115,13 @@ enum unit_state {
 #define F_RA (1u << 7) /* brought in by readahead, not yet passed by the faults */
 #define F_EVENT (1u << 8) /* an event waits for the transition to end */
 #define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
+#define F_HOT (1u << 10) /* ZF_ADV_HOT: one more pass of the clock hand */
 
 struct fault_ctx {
 	struct store_reader *reader;
 	uint8_t *buf; /* a unit */
 	int in_signal; /* a SIGBUS handler's: no logging (the program's log sink may lock) */
+	int service; /* a service thread's: it must never wait for an event to be read */
 };
 
 struct deferred {
@@ -159,14 +161,32 @@ struct zf_region {
 	pthread_mutex_t evict_lock;
 	uint64_t hand; /* clock hand, under evict_lock */
 	uint8_t *stage; /* a unit, for units with holes; under evict_lock */
-	_Atomic uintptr_t self_start, self_len; /* the range our MADV_DONTNEED drops */
+	struct fault_ctx evict_ctx; /* reads a partly swapped-in unit's copy; under evict_lock */
+	/*
+	 * The eviction's snapshot: mincore() of the units [snap_first, snap_first + snap_n)
+	 * after they were write-protected. A page present then and missing now was dropped
+	 * by the program meanwhile; the evictor (or an engine) reading it must not wait for
+	 * the eviction it is part of: serve() gives it a zero page, write-protected.
+	 */
+	unsigned char *snap;
+	_Atomic uint64_t snap_first, snap_n;
+	/* Our own MADV_DONTNEED (drop_pages()), under read_lock: its range, not yet seen. */
+	uintptr_t self_start, self_len;
+	int self_pending;
 	_Atomic uint64_t cold_units;
 
 	/* Service threads. */
 	int stop_fd; /* eventfd: tells service threads to stop */
 	pthread_t *threads;
 	unsigned nthreads;
-	pthread_mutex_t read_lock; /* reading a message and handling its events */
+	/*
+	 * Held exclusively to read messages and handle their events, shared by a swap-in
+	 * around its UFFDIO_COPY: the program's madvise() or munmap() goes on as soon as its
+	 * event is read, so a copy must either finish before the read (and the zap removes
+	 * it) or see the event's F_EVENT mark (and not happen). Without this a copy could
+	 * land after the zap and bring dropped data back.
+	 */
+	pthread_rwlock_t read_lock;
 	struct deferred deferred[RG_DEFERRED]; /* under read_lock */
 	unsigned ndeferred;
 	struct fault_ctx *thread_ctx; /* one per service thread */
@@ -181,20 +201,28 @@ struct zf_region {
 	pthread_mutex_t bg_lock;
 	pthread_cond_t bg_cond;
 	int bg_stop, reclaim_kick;
+	_Atomic int bg_stopping; /* bg_stop, for the reclaimer's loop outside bg_lock */
 	uint64_t ra_next, ra_end; /* readahead wanted for [next, end), under bg_lock */
 	_Atomic uint64_t ra_last; /* the last unit a fault brought in, + 1 */
 	pthread_t reclaimer, reader;
 	int have_reclaimer, have_reader;
+	int want_reader; /* readahead on: set before the service threads start */
 	struct fault_ctx ra_ctx;
 	pthread_mutex_t advise_lock; /* for advise_ctx: ZF_ADV_HOT swap-ins */
 	struct fault_ctx advise_ctx;
 
+	_Atomic int dying; /* zf_region_destroy() has unregistered the memory */
+	/* REMAP events read and not yet handled: their new range is not served yet. */
+	_Atomic int remaps_pending;
+	_Atomic int remapped; /* memory ever moved out by mremap */
 	struct counters n;
 };
 
 /* -------------------------------------------------------------------------------- */
 /* Small helpers                                                                    */
 /* -------------------------------------------------------------------------------- */
+
+static void take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end);
 
 static uint64_t now_ns(void)
 {
@@ -439,22 +467,40 @@ static void reclaim_kick(zf_region *r)
 	pthread_mutex_unlock(&r->bg_lock);
 }
 
-/* Whether one more unit may come in now. */
+/* Whether one more unit may come in now: resident stays within limit + one batch. */
 static int room_for_one(zf_region *r)
 {
 	if (!r->limit_units)
 		return 1;
-	if (atomic_load_explicit(&r->resident, memory_order_acquire) + 1 <= r->limit_units)
+	if (atomic_load_explicit(&r->resident, memory_order_acquire) + 1 <=
+	    r->limit_units + r->batch_units)
 		return 1;
 	return atomic_load_explicit(&r->admit_over, memory_order_acquire);
 }
 
-/* After a unit came in: reclaim starts within one batch of the limit. */
+/*
+ * Takes room for one more unit (resident + 1), if the limit allows: the check and the
+ * increment are one step, so concurrent faults cannot pass the limit together.
+ */
+static int resident_reserve(zf_region *r)
+{
+	uint64_t cur = atomic_load_explicit(&r->resident, memory_order_acquire);
+
+	do {
+		if (r->limit_units && cur + 1 > r->limit_units + r->batch_units &&
+		    !atomic_load_explicit(&r->admit_over, memory_order_acquire))
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&r->resident, &cur, cur + 1, memory_order_acq_rel, memory_order_acquire));
+	resident_add(r, 0); /* the maximum */
+	return 1;
+}
+
+/* After a unit came in: past the limit, reclaim starts. */
 static void after_admit(zf_region *r)
 {
 	if (r->limit_units &&
-	    atomic_load_explicit(&r->resident, memory_order_relaxed) + r->batch_units >
-		    r->limit_units)
+	    atomic_load_explicit(&r->resident, memory_order_relaxed) > r->limit_units)
 		reclaim_kick(r);
 }
 
@@ -463,20 +509,28 @@ static void after_admit(zf_region *r)
 /* -------------------------------------------------------------------------------- */
 
 /*
- * Drops the pages of [addr, addr + len) that we stored. The kernel holds madvise() until
- * a service thread has read its REMOVE event(s) (one per VMA); that thread reads and
- * classifies events under read_lock, so once we hold read_lock after madvise() returns,
- * every event of ours was recognised as ours while the range was published.
+ * Drops the pages of [addr, addr + len) that we stored (caller holds evict_lock). The
+ * kernel holds madvise() until a service thread has read its REMOVE event, and the
+ * program's own madvise() raises the same event: we publish the range first, and the
+ * reader takes the first REMOVE of exactly that range as ours (self_remove()); anything
+ * else is the program's. When the region's memory is split into several VMAs (the
+ * program mprotect()ed part of it), the kernel sends one event per VMA and none
+ * matches: they were deferred (our units are EVICTING), and we take them back here.
  */
 static void drop_pages(zf_region *r, uint8_t *addr, size_t len)
 {
-	atomic_store_explicit(&r->self_len, len, memory_order_relaxed);
-	atomic_store_explicit(&r->self_start, (uintptr_t)addr, memory_order_release);
-	if (madvise(addr, len, MADV_DONTNEED))
-		common_log(ZF_LOG_WARN, "region: madvise(DONTNEED): %s", strerror(errno));
-	pthread_mutex_lock(&r->read_lock);
-	atomic_store_explicit(&r->self_start, 0, memory_order_release);
-	pthread_mutex_unlock(&r->read_lock);
+	pthread_rwlock_wrlock(&r->read_lock);
+	r->self_start = (uintptr_t)addr;
+	r->self_len = len;
+	r->self_pending = 1;
+	pthread_rwlock_unlock(&r->read_lock);
+	/* It cannot fail on memory we stored from; unmapped meanwhile, it has nothing to drop. */
+	(void)madvise(addr, len, MADV_DONTNEED);
+	pthread_rwlock_wrlock(&r->read_lock);
+	if (r->self_pending)
+		take_back_deferred(r, (uintptr_t)addr, (uintptr_t)addr + len);
+	r->self_pending = 0;
+	pthread_rwlock_unlock(&r->read_lock);
 }
 
 /*
@@ -507,19 +561,48 @@ static void store_run(zf_region *r, uint64_t u, uint64_t n, uint8_t *ok)
 }
 
 /* Stores unit u, which has holes (vec: mincore of its pages), from a copy with zeros there. */
-static int store_holed(zf_region *r, uint64_t u, const unsigned char *vec)
+static int load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
+static int fault_ctx_init(zf_region *r, struct fault_ctx *c);
+
+/*
+ * Stores unit u, which has holes (vec: mincore of its pages), from a copy: zeros in the
+ * holes, or, for a unit partly swapped in page by page, the stored copy's pages.
+ */
+static int store_holed(zf_region *r, uint64_t u, const unsigned char *vec, int partial)
 {
 	const uint8_t *src = unit_addr(r, u);
+	uint8_t *base = NULL;
 
 	if (!r->stage && !(r->stage = malloc(r->unit)))
 		return -ENOMEM;
+	if (partial) {
+		if (!r->evict_ctx.reader)
+			TRY(fault_ctx_init(r, &r->evict_ctx));
+		TRY(load_data(r, &r->evict_ctx, u, -1));
+		base = r->evict_ctx.buf;
+	}
 	for (uint32_t p = 0; p < r->unit_pages; p++) {
+		uint8_t *dst = r->stage + (size_t)p * RG_PAGE;
+
 		if (vec[p] & 1)
-			memcpy(r->stage + (size_t)p * RG_PAGE, src + (size_t)p * RG_PAGE, RG_PAGE);
+			memcpy(dst, src + (size_t)p * RG_PAGE, RG_PAGE);
+		else if (base)
+			memcpy(dst, base + (size_t)p * RG_PAGE, RG_PAGE);
 		else
-			memset(r->stage + (size_t)p * RG_PAGE, 0, RG_PAGE);
+			memset(dst, 0, RG_PAGE);
 	}
 	return zf_store_put(r->store, r->owner, unit_index(r, u), r->stage, r->unit);
+}
+
+/*
+ * An eviction that gives unit u back unprotects it - unless it is clean: a clean unit's
+ * pages stay write-protected, or a write would land unseen and the stale copy would be
+ * taken for it at the next eviction.
+ */
+static void unprotect_unless_clean(zf_region *r, uint64_t u)
+{
+	if (!(atomic_load_explicit(&r->state[u], memory_order_acquire) & F_CLEAN))
+		(void)protect(r, unit_addr(r, u), r->unit, 0);
 }
 
 /*
@@ -529,29 +612,38 @@ static int store_holed(zf_region *r, uint64_t u, const unsigned char *vec)
 static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
 			    int reclaim)
 {
-	uint8_t *claimed = calloc(n, 1), *ok = calloc(n, 1);
-	unsigned char *vec = malloc(n * r->unit_pages);
+	uint8_t *claimed = calloc(n, 1), *ok = calloc(n, 1), *partial = calloc(n, 1);
+	unsigned char *vec = r->snap;
 	uint64_t evicted = 0;
+	const int was_internal = internal_thread_is_me();
 
-	if (!claimed || !ok || !vec)
+	if (!was_internal)
+		internal_thread_enter(); /* our reads of the units (common/internal.c) */
+	if (!claimed || !ok || !partial)
 		goto out;
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed),
-			 seen;
+	/*
+	 * A unit being brought in is resident a moment later (its UFFDIO_COPY woke the
+	 * program before the loader marked it), and one an event holds is settled a moment
+	 * later (the program goes on once its madvise's event is read, before it is
+	 * handled): a pageout waits for both, before it claims anything, so that a pageout
+	 * that follows a touch or a madvise sees the unit. Neither waits for evictors.
+	 */
+	for (uint64_t i = 0; i < n && !reclaim; i++) {
+		uint32_t seen;
 
-		if ((sel && !sel[i]) || (st & (F_PARTIAL | F_EVENT)))
-			continue;
-		/*
-		 * A unit being brought in is resident a moment later (its UFFDIO_COPY woke
-		 * the program before the loader marked it): a pageout waits for it, so that
-		 * one that follows a touch sees the unit. (Loaders never wait for evictors.)
-		 */
-		while (!reclaim && (st & ST_MASK) == ST_LOADING &&
-		       !unit_wait_mark(r, first + i, &seen)) {
+		while (!unit_wait_mark(r, first + i, &seen))
 			futex_wait(&r->state[first + i], seen);
-			st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
-		}
-		claimed[i] = !unit_move(r, first + i, ST_RESIDENT, ST_EVICTING, F_REF | F_RA, 0);
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
+
+		if ((sel && !sel[i]) || (st & F_EVENT))
+			continue;
+
+		/* A unit partly swapped in (per page) has the rest of its pages in the store. */
+		partial[i] = (st & F_PARTIAL) != 0;
+		claimed[i] = !unit_move(r, first + i, partial[i] ? ST_EVICTED : ST_RESIDENT,
+					ST_EVICTING, F_REF | F_RA | F_HOT, 0);
 	}
 	/* Protect each run of claimed units, then find the holes. */
 	for (uint64_t i = 0; i < n;) {
@@ -563,17 +655,19 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 		}
 		while (j < n && claimed[j])
 			j++;
-		if (protect(r, unit_addr(r, first + i), (j - i) * r->unit, 1)) {
+		if (protect(r, unit_addr(r, first + i), (j - i) * r->unit, 1) ||
+		    mincore(unit_addr(r, first + i), (j - i) * r->unit, vec + i * r->unit_pages)) {
 			for (uint64_t k = i; k < j; k++) {
 				claimed[k] = 0;
-				unit_release(r, first + k, ST_RESIDENT, 0, 0);
+				unprotect_unless_clean(r, first + k);
+				unit_release(r, first + k, partial[k] ? ST_EVICTED : ST_RESIDENT, 0,
+					     0);
 			}
-		} else if (mincore(unit_addr(r, first + i), (j - i) * r->unit,
-				   vec + i * r->unit_pages)) {
-			memset(vec + i * r->unit_pages, 1, (j - i) * r->unit_pages);
 		}
 		i = j;
 	}
+	atomic_store_explicit(&r->snap_first, first, memory_order_relaxed);
+	atomic_store_explicit(&r->snap_n, n, memory_order_release);
 	/* Store: clean units have their copy already; holed ones go alone. */
 	for (uint64_t i = 0; i < n;) {
 		uint64_t j = i;
@@ -588,13 +682,12 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 			ok[i++] = 2;
 			continue;
 		}
-		if (memchr(vec + i * r->unit_pages, 0, r->unit_pages) ||
-		    !(vec[i * r->unit_pages] & 1)) {
-			ok[i] = !store_holed(r, first + i, vec + i * r->unit_pages);
+		if (partial[i] || memchr(vec + i * r->unit_pages, 0, r->unit_pages)) {
+			ok[i] = !store_holed(r, first + i, vec + i * r->unit_pages, partial[i]);
 			i++;
 			continue;
 		}
-		while (j < n && claimed[j] &&
+		while (j < n && claimed[j] && !partial[j] &&
 		       !(atomic_load_explicit(&r->state[first + j], memory_order_relaxed) &
 			 F_CLEAN) &&
 		       !memchr(vec + j * r->unit_pages, 0, r->unit_pages))
@@ -602,6 +695,7 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 		store_run(r, first + i, j - i, ok + i);
 		i = j;
 	}
+	atomic_store_explicit(&r->snap_n, 0, memory_order_release);
 	/* Drop what was stored, run by run; give back what was refused. */
 	for (uint64_t i = 0; i < n;) {
 		uint64_t j = i;
@@ -611,14 +705,34 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 			continue;
 		}
 		if (!ok[i]) {
-			(void)protect(r, unit_addr(r, first + i), r->unit, 0);
-			unit_release(r, first + i, ST_RESIDENT, 0, 0);
+			unprotect_unless_clean(r, first + i);
+			unit_release(r, first + i, partial[i] ? ST_EVICTED : ST_RESIDENT, 0, 0);
 			INC(r, reject);
 			i++;
 			continue;
 		}
 		while (j < n && claimed[j] && ok[j])
 			j++;
+		/*
+		 * Still ours? The program may have unmapped part of the run and mapped its
+		 * own memory there (its UNMAP event comes after): MADV_DONTNEED would wipe
+		 * that. Protecting the run again fails on memory not registered with us.
+		 * (A munmap between this check and the drop is not caught: a window of
+		 * two system calls.)
+		 */
+		if (protect(r, unit_addr(r, first + i), (j - i) * r->unit, 1)) {
+			for (uint64_t k = i; k < j; k++) {
+				if (ok[k] != 2)
+					zf_store_invalidate(r->store, r->owner,
+							    unit_index(r, first + k),
+							    r->unit_pages);
+				unprotect_unless_clean(r, first + k);
+				unit_release(r, first + k, partial[k] ? ST_EVICTED : ST_RESIDENT, 0,
+					     0);
+			}
+			i = j;
+			continue;
+		}
 		drop_pages(r, unit_addr(r, first + i), (j - i) * r->unit);
 		for (uint64_t k = i; k < j; k++) {
 			if (ok[k] == 2)
@@ -626,7 +740,7 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 			if (atomic_load_explicit(&r->state[first + k], memory_order_relaxed) &
 			    F_COLD)
 				atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
-			unit_release(r, first + k, ST_EVICTED, F_CLEAN | F_COLD, 0);
+			unit_release(r, first + k, ST_EVICTED, F_CLEAN | F_COLD | F_PARTIAL, 0);
 		}
 		evicted += j - i;
 		i = j;
@@ -643,9 +757,11 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 		futex_wake_all(&r->resident_seq);
 	}
 out:
+	if (!was_internal)
+		internal_thread_leave();
 	free(claimed);
 	free(ok);
-	free(vec);
+	free(partial);
 	return evicted;
 }
 
@@ -665,6 +781,14 @@ long zf_region_pageout(zf_region *r, void *addr, size_t len)
 	return (long)evicted;
 }
 
+/* Whether reclaim may pick a unit: resident, or partly swapped in page by page. */
+static int evictable(uint32_t st)
+{
+	if (st & F_EVENT)
+		return 0;
+	return (st & ST_MASK) == ST_RESIDENT || ((st & ST_MASK) == ST_EVICTED && (st & F_PARTIAL));
+}
+
 /*
  * One reclaim batch: cold units first, then the clock (a referenced unit loses its bit
  * and is passed once). Returns the units evicted.
@@ -682,21 +806,23 @@ static uint64_t reclaim_batch(zf_region *r)
 		for (uint64_t u = 0; u < r->nunits && picked < want; u++) {
 			uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
 
-			if ((st & ST_MASK) == ST_RESIDENT && (st & F_COLD) && !sel[u]) {
+			if (evictable(st) && (st & F_COLD) && !sel[u]) {
 				sel[u] = 1;
 				picked++;
 			}
 		}
 	}
-	for (uint64_t scanned = 0; picked < want && scanned < 2 * r->nunits; scanned++) {
+	for (uint64_t scanned = 0; picked < want && scanned < 3 * r->nunits; scanned++) {
 		const uint64_t u = r->hand;
 		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
 
 		r->hand = (r->hand + 1) % r->nunits;
-		if ((st & ST_MASK) != ST_RESIDENT || sel[u] || (st & (F_PARTIAL | F_EVENT)))
+		if (!evictable(st) || sel[u])
 			continue;
-		if (st & F_REF) {
-			atomic_fetch_and_explicit(&r->state[u], ~F_REF, memory_order_relaxed);
+		if (st & (F_REF | F_HOT)) {
+			/* Second chance; a hot unit gets a third (its F_HOT goes first). */
+			atomic_fetch_and_explicit(&r->state[u], (st & F_HOT) ? ~F_HOT : ~F_REF,
+						  memory_order_relaxed);
 			continue;
 		}
 		sel[u] = 1;
@@ -718,6 +844,18 @@ static uint64_t reclaim_batch(zf_region *r)
 	return evicted;
 }
 
+/* Whether some unit is being evicted, brought in, or held by an event. */
+static int units_in_transition(zf_region *r)
+{
+	for (uint64_t u = 0; u < r->nunits; u++) {
+		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING || (st & F_EVENT))
+			return 1;
+	}
+	return 0;
+}
+
 static void *reclaim_main(void *arg)
 {
 	zf_region *r = arg;
@@ -732,8 +870,16 @@ static void *reclaim_main(void *arg)
 		}
 		r->reclaim_kick = 0;
 		pthread_mutex_unlock(&r->bg_lock);
-		while (atomic_load(&r->resident) + r->batch_units > r->limit_units) {
+		while (atomic_load(&r->resident) > r->limit_units) {
 			got = reclaim_batch(r);
+			if (!got && units_in_transition(r) && !atomic_load(&r->bg_stopping)) {
+				/* They will be evictable in a moment: no overshoot for that. */
+				struct timespec ts = { 0, 200000 };
+
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			/* Nothing evictable at all: let faults through rather than hang them. */
 			atomic_store(&r->admit_over, got == 0);
 			/* Faults left waiting for room (thread mode) fault again now. */
 			wake_range(r, r->base, r->size);
@@ -742,6 +888,8 @@ static void *reclaim_main(void *arg)
 			if (!got)
 				break;
 		}
+		if (atomic_load(&r->resident) <= r->limit_units)
+			atomic_store(&r->admit_over, 0); /* under the limit again */
 		pthread_mutex_lock(&r->bg_lock);
 	}
 	pthread_mutex_unlock(&r->bg_lock);
@@ -802,14 +950,25 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 	int64_t page = per_page ? (addr - unit_addr(r, u)) / RG_PAGE : -1;
 	int ret;
 
-	if (!partial && !room_for_one(r)) {
+	if (!partial && !resident_reserve(r)) {
 		reclaim_kick(r);
 		return NOROOM;
 	}
-	if (unit_move(r, u, ST_EVICTED, ST_LOADING, 0, 0))
+	if (unit_move(r, u, ST_EVICTED, ST_LOADING, 0, 0)) {
+		if (!partial)
+			resident_add(r, -1);
 		return RETRY;
-	if (!partial)
-		resident_add(r, 1);
+	}
+	if (per_page && partial) {
+		unsigned char in;
+
+		/* A duplicate fault on a page placed meanwhile: nothing to bring in. */
+		if (!mincore(unit_addr(r, u) + page * RG_PAGE, RG_PAGE, &in) && (in & 1)) {
+			unit_release(r, u, ST_EVICTED, 0, 0);
+			wake_range(r, unit_addr(r, u) + page * RG_PAGE, RG_PAGE);
+			return SERVED;
+		}
+	}
 	ret = load_data(r, c, u, page);
 	if (ret) {
 		if (!c->in_signal)
@@ -821,10 +980,14 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 		INC(r, fault_fail);
 		return FAILED;
 	}
-	if (per_page)
+	pthread_rwlock_rdlock(&r->read_lock);
+	if (atomic_load_explicit(&r->state[u], memory_order_acquire) & F_EVENT)
+		ret = -EAGAIN; /* an event of the program came meanwhile: it goes first */
+	else if (per_page)
 		ret = place(r, unit_addr(r, u) + page * RG_PAGE, c->buf, RG_PAGE, 0);
 	else
 		ret = place(r, unit_addr(r, u), c->buf, r->unit, r->o.keep_clean);
+	pthread_rwlock_unlock(&r->read_lock);
 	if (ret) {
 		if (!partial)
 			resident_add(r, -1);
@@ -865,7 +1028,7 @@ static void readahead_note(zf_region *r, uint64_t u)
 	const uint64_t last = atomic_exchange_explicit(&r->ra_last, u + 1, memory_order_relaxed);
 	int sequential = last == u; /* the previous fault was on u - 1 */
 
-	if (!r->have_reader)
+	if (!r->want_reader)
 		return;
 	/* Units read ahead that the faults have moved past were used: hits. */
 	for (uint64_t v = u; v-- > 0 && u - v <= r->o.readahead;) {
@@ -915,7 +1078,8 @@ static void *readahead_main(void *arg)
  * a written page (a clean unit: drop its stored copy and unprotect it whole). Returns 0,
  * 1 when the clean copy was dropped, or -EAGAIN.
  */
-static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_t st)
+static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_t st,
+			uint32_t *clear)
 {
 	int ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
 
@@ -931,25 +1095,43 @@ static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_
 		/* The first write to a clean unit: its stored copy is stale now. */
 		zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
 		INC(r, clean_dropped);
-		ret = protect(r, unit_addr(r, u), r->unit, 0);
-		return ret ? ret : 1;
+		*clear = F_CLEAN; /* gone, whatever the unprotect below does */
+		return protect(r, unit_addr(r, u), r->unit, 0);
 	}
 	return protect(r, page, RG_PAGE, 0);
+}
+
+static const uint8_t zero_page[RG_PAGE] __attribute__((aligned(RG_PAGE)));
+
+/* Whether page (of unit u, being evicted) was present at the eviction's snapshot. */
+static int dropped_meanwhile(zf_region *r, uint64_t u, const uint8_t *page)
+{
+	const uint64_t n = atomic_load_explicit(&r->snap_n, memory_order_acquire);
+	const uint64_t first = atomic_load_explicit(&r->snap_first, memory_order_relaxed);
+
+	if (u < first || u >= first + n)
+		return 0;
+	return r->snap[(u - first) * r->unit_pages + (uint64_t)(page - unit_addr(r, u)) / RG_PAGE] &
+	       1;
 }
 
 /*
  * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
  * known, wp = -1). Never blocks.
  */
-static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp)
+static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
+			       int internal)
 {
 	uint64_t u;
-	uint32_t st, seen;
+	uint32_t st, seen, clear = 0;
 	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
 	int ret;
 
 	if (addr < r->base || addr >= r->base + r->size) {
-		/* Memory moved out of the region and not yet unregistered: plain memory. */
+		/* Memory moved out of the region and not yet unregistered: plain memory, once
+		 * the REMAP event has put the evicted data there. */
+		if (atomic_load(&r->remaps_pending))
+			return RETRY;
 		ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
 		if (ret == -EEXIST)
 			ret = protect(r, page, RG_PAGE, 0);
@@ -957,6 +1139,19 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 	}
 	u = (uint64_t)(addr - r->base) >> (r->order + 12);
 	st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+	if (internal && (st & ST_MASK) == ST_EVICTING && wp <= 0 && dropped_meanwhile(r, u, page)) {
+		/*
+		 * The evictor (or an engine) reads a page the program dropped meanwhile: zeros,
+		 * as madvise(DONTNEED) left it, write-protected so that a write waits for the
+		 * eviction. Even when an event holds the unit: that event waits for this
+		 * eviction. Only for zfolio's own readers (common/internal.c): a page of the
+		 * program's may be missing because the eviction dropped it a moment ago.
+		 * EEXIST: present (SIGBUS mode: a write), it waits below.
+		 */
+		ret = place(r, page, zero_page, RG_PAGE, 1);
+		if (ret != -EEXIST)
+			return ret == -EAGAIN ? RETRY : SERVED;
+	}
 	if (st & F_EVENT) {
 		if (!unit_wait_mark(r, u, &seen))
 			return WAIT;
@@ -973,7 +1168,7 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 	case ST_EVICTED: {
 		const enum serve_result res = swap_in(r, c, u, addr, 0);
 
-		if (res == SERVED && r->have_reader)
+		if (res == SERVED && r->want_reader)
 			readahead_note(r, u);
 		if (res == NOROOM)
 			INC(r, limit_waits);
@@ -981,15 +1176,20 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 	}
 	case ST_EMPTY:
 		/* Memory never written: zero pages, the whole unit at once. */
-		if (!room_for_one(r)) {
+		if (!resident_reserve(r)) {
 			reclaim_kick(r);
 			INC(r, limit_waits);
 			return NOROOM;
 		}
-		if (unit_move(r, u, ST_EMPTY, ST_LOADING, 0, 0))
+		/* Under read_lock, as a swap-in's copy: see fix_resident(). */
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (unit_move(r, u, ST_EMPTY, ST_LOADING, 0, 0)) {
+			pthread_rwlock_unlock(&r->read_lock);
+			resident_add(r, -1);
 			return RETRY;
-		resident_add(r, 1);
+		}
 		ret = zero_fill(r, unit_addr(r, u), r->unit);
+		pthread_rwlock_unlock(&r->read_lock);
 		if (ret) {
 			resident_add(r, -1);
 			unit_release(r, u, ST_EMPTY, 0, 0);
@@ -1011,11 +1211,20 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		 * pages change, so that no eviction protects it in between: a page zeroed or
 		 * unprotected under an eviction would let a write land unseen.
 		 */
-		if (unit_move(r, u, ST_RESIDENT, ST_LOADING, 0, 0))
+		/*
+		 * Under read_lock: an event read before this fault (the program's madvise
+		 * returned, then it touched the unit) is handled before it, or the page
+		 * we zero now would be in a unit the event then calls EMPTY.
+		 */
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (unit_move(r, u, ST_RESIDENT, ST_LOADING, 0, 0)) {
+			pthread_rwlock_unlock(&r->read_lock);
 			return RETRY;
+		}
 		st = atomic_load_explicit(&r->state[u], memory_order_acquire);
-		ret = fix_resident(r, u, page, wp, st);
-		unit_release(r, u, ST_RESIDENT, ret == 1 ? F_CLEAN : 0, F_REF);
+		ret = fix_resident(r, u, page, wp, st, &clear);
+		pthread_rwlock_unlock(&r->read_lock);
+		unit_release(r, u, ST_RESIDENT, clear, F_REF);
 		return ret == -EAGAIN ? RETRY : SERVED;
 	}
 	return SERVED;
@@ -1208,31 +1417,55 @@ static int event_remap(zf_region *r, struct fault_ctx *c, uintptr_t from, uintpt
 /* Whether an event is the REMOVE of our own MADV_DONTNEED (drop_pages()). Under read_lock. */
 static int self_remove(zf_region *r, const struct uffd_msg *m)
 {
-	const uintptr_t self = atomic_load_explicit(&r->self_start, memory_order_acquire);
-
-	return m->event == UFFD_EVENT_REMOVE && self && m->arg.remove.start >= self &&
-	       m->arg.remove.end <= self + atomic_load_explicit(&r->self_len, memory_order_relaxed);
+	if (m->event != UFFD_EVENT_REMOVE || !r->self_pending ||
+	    m->arg.remove.start != r->self_start ||
+	    m->arg.remove.end - m->arg.remove.start != r->self_len)
+		return 0;
+	r->self_pending = 0;
+	return 1;
 }
 
 /* Handles an event message; -EAGAIN: keep it for later. Under read_lock. */
-static int handle_event(zf_region *r, struct fault_ctx *c, const struct uffd_msg *m, int first)
+static int handle_event(zf_region *r, struct fault_ctx *c, const struct uffd_msg *m)
 {
 	switch (m->event) {
 	case UFFD_EVENT_REMOVE:
-		if (first)
-			INC(r, ev_remove);
-		return event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 0);
+		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 0))
+			return -EAGAIN;
+		INC(r, ev_remove); /* counted when handled: deferred ones may turn out ours */
+		return 0;
 	case UFFD_EVENT_UNMAP:
-		if (first)
-			INC(r, ev_unmap);
-		return event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 1);
-	case UFFD_EVENT_REMAP:
-		if (first)
+		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 1))
+			return -EAGAIN;
+		INC(r, ev_unmap);
+		return 0;
+	case UFFD_EVENT_REMAP: {
+		const int ret =
+			event_remap(r, c, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
+
+		if (!ret) {
+			atomic_fetch_sub(&r->remaps_pending, 1);
 			INC(r, ev_remap);
-		return event_remap(r, c, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
+		}
+		return ret;
+	}
 	default:
 		return 0;
 	}
+}
+
+/* Marks the units of an event that must wait (F_EVENT), as units_busy() does. */
+static void event_hold(zf_region *r, const struct uffd_msg *m)
+{
+	uintptr_t a = m->arg.remove.start, b = m->arg.remove.end;
+	uint64_t u0, u1;
+
+	if (m->event == UFFD_EVENT_REMAP) {
+		a = m->arg.remap.from;
+		b = a + m->arg.remap.len;
+	}
+	if (units_of(r, a, b, &u0, &u1))
+		(void)units_busy(r, u0, u1);
 }
 
 /* Retries deferred events, in order; an event still blocked keeps the later ones waiting. */
@@ -1240,10 +1473,50 @@ static void retry_deferred(zf_region *r, struct fault_ctx *c)
 {
 	unsigned done = 0;
 
-	while (done < r->ndeferred && !handle_event(r, c, &r->deferred[done].msg, 0))
+	while (done < r->ndeferred && !handle_event(r, c, &r->deferred[done].msg))
 		done++;
 	memmove(r->deferred, r->deferred + done, (r->ndeferred - done) * sizeof(r->deferred[0]));
 	r->ndeferred -= done;
+}
+
+/*
+ * drop_pages() saw none of its REMOVE events match (split VMAs): the deferred REMOVE
+ * events inside [start, end) are its own; drop them and free their units. Under read_lock.
+ */
+static void take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end)
+{
+	unsigned kept = 0;
+	uint64_t u0, u1;
+
+	for (unsigned i = 0; i < r->ndeferred; i++) {
+		const struct uffd_msg *m = &r->deferred[i].msg;
+
+		if (m->event == UFFD_EVENT_REMOVE && m->arg.remove.start >= start &&
+		    m->arg.remove.end <= end)
+			continue;
+		r->deferred[kept++] = r->deferred[i];
+	}
+	r->ndeferred = kept;
+	if (!units_of(r, start, end, &u0, &u1))
+		return;
+	/* Units no other deferred event waits for leave F_EVENT. */
+	for (uint64_t u = u0; u < u1; u++) {
+		const uintptr_t ua = (uintptr_t)unit_addr(r, u), ue = ua + r->unit;
+		int held = 0;
+
+		for (unsigned i = 0; i < r->ndeferred && !held; i++) {
+			const struct uffd_msg *m = &r->deferred[i].msg;
+			uintptr_t a = m->arg.remove.start, b = m->arg.remove.end;
+
+			if (m->event == UFFD_EVENT_REMAP) {
+				a = m->arg.remap.from;
+				b = a + m->arg.remap.len;
+			}
+			held = a < ue && b > ua;
+		}
+		if (!held)
+			units_event_done(r, u, u + 1);
+	}
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -1257,9 +1530,13 @@ static void fail_closed(zf_region *r, uint8_t *addr)
 
 	if (r->features & UFFD_FEATURE_POISON) {
 		struct uffdio_poison p = { .range = { .start = (uintptr_t)page, .len = RG_PAGE } };
+		int ret = uffd_range(r, UFFDIO_POISON, &p);
 
-		if (!uffd_range(r, UFFDIO_POISON, &p))
+		/* EEXIST: poisoned already, by a fault on the same page a moment ago. */
+		if (!ret || ret == -EEXIST) {
+			wake_range(r, page, RG_PAGE);
 			return;
+		}
 	}
 	fprintf(stderr,
 		"zfolio: region %p: the fault at %p cannot be served (stored data "
@@ -1292,19 +1569,19 @@ static void *service_main(void *arg)
 		ssize_t got;
 		int timeout;
 
-		pthread_mutex_lock(&r->read_lock);
+		pthread_rwlock_wrlock(&r->read_lock);
 		timeout = r->ndeferred ? 1 : -1;
-		pthread_mutex_unlock(&r->read_lock);
+		pthread_rwlock_unlock(&r->read_lock);
 		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents)
 			break;
-		pthread_mutex_lock(&r->read_lock);
+		pthread_rwlock_wrlock(&r->read_lock);
 		if (r->ndeferred)
 			retry_deferred(r, c);
 		got = read(r->uffd, msgs, sizeof(msgs));
 		if (got < 0) {
-			pthread_mutex_unlock(&r->read_lock);
+			pthread_rwlock_unlock(&r->read_lock);
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
 			common_log(ZF_LOG_WARN, "region: read(userfaultfd): %s", strerror(errno));
@@ -1314,32 +1591,48 @@ static void *service_main(void *arg)
 		for (size_t i = 0; i < (size_t)got / sizeof(msgs[0]); i++) {
 			if (msgs[i].event == UFFD_EVENT_PAGEFAULT || self_remove(r, &msgs[i]))
 				continue;
-			if (r->ndeferred || handle_event(r, c, &msgs[i], 1) == -EAGAIN) {
+			if (msgs[i].event == UFFD_EVENT_REMAP) {
+				atomic_store(&r->remapped, 1);
+				atomic_fetch_add(&r->remaps_pending, 1);
+			}
+			if (r->ndeferred || handle_event(r, c, &msgs[i]) == -EAGAIN) {
+				/* Its units wait with it, from now: no claim, faults wait. */
+				event_hold(r, &msgs[i]);
 				if (r->ndeferred < RG_DEFERRED) {
 					r->deferred[r->ndeferred++].msg = msgs[i];
 				} else {
-					/* Too many: wait for the transitions to end. */
-					while (handle_event(r, c, &msgs[i], 1) == -EAGAIN)
+					/* Too many: wait for the transitions to end (an
+					 * evictor needs read_lock to end its own). */
+					do {
+						pthread_rwlock_unlock(&r->read_lock);
 						sched_yield();
+						pthread_rwlock_wrlock(&r->read_lock);
+						retry_deferred(r, c);
+					} while (r->ndeferred == RG_DEFERRED);
+					r->deferred[r->ndeferred++].msg = msgs[i];
 				}
 			}
 		}
-		pthread_mutex_unlock(&r->read_lock);
+		pthread_rwlock_unlock(&r->read_lock);
 		for (size_t i = 0; i < (size_t)got / sizeof(msgs[0]); i++) {
 			uint8_t *addr;
 			uint64_t t0;
 			enum serve_result res;
+			int internal;
 
 			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			addr = (uint8_t *)(uintptr_t)msgs[i].arg.pagefault.address;
 			t0 = now_ns();
+			internal = internal_thread_is((int32_t)msgs[i].arg.pagefault.feat.ptid);
 			res = serve(r, c, addr,
-				    (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0);
+				    (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0,
+				    internal);
 			if (res == RETRY) {
-				res = serve(r, c, addr,
-					    (msgs[i].arg.pagefault.flags &
-					     UFFD_PAGEFAULT_FLAG_WP) != 0);
+				res = serve(
+					r, c, addr,
+					(msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0,
+					internal);
 				if (res == RETRY)
 					retry[nretry++] = (uintptr_t)addr;
 			}
@@ -1409,10 +1702,48 @@ static void sigbus_chain(int sig, siginfo_t *si, void *uc)
 	}
 }
 
+/*
+ * A SIGBUS at an address outside every region: memory that mremap() moved out of one
+ * (still registered until its REMAP event is handled: the data of evicted units is put
+ * there first). Waits for that, and says so, or says no: not ours.
+ */
+static int moved_memory(uint8_t *addr)
+{
+	static __thread uintptr_t retried;
+	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
+	int any = 0;
+
+	for (int i = 0; i < RG_MAX_REGIONS; i++) {
+		zf_region *r = atomic_load_explicit(&registry[i], memory_order_acquire);
+		struct uffdio_writeprotect w = { .range = { (uintptr_t)page, RG_PAGE }, .mode = 0 };
+
+		if (!r)
+			continue;
+		any |= atomic_load(&r->remapped);
+		/* Still registered with this region's descriptor: wait for the unregister. */
+		for (int tries = 0; tries < 20000 && !ioctl(r->uffd, UFFDIO_WRITEPROTECT, &w);
+		     tries++) {
+			struct timespec ts = { 0, 100000 };
+
+			nanosleep(&ts, NULL);
+			if (tries == 19999)
+				return 0;
+		}
+	}
+	/* Unregistered already (or meanwhile): the access succeeds now; retry it once. */
+	if (any && retried != (uintptr_t)page) {
+		retried = (uintptr_t)page;
+		return 1;
+	}
+	retried = 0;
+	return 0;
+}
+
 static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 {
 	const int saved_errno = errno;
 	uint8_t *addr = si->si_addr;
+	int in_region = 0; /* a region's, which failed: no waiting for moved memory */
 
 	if (si->si_code == BUS_ADRERR) {
 		for (int i = 0; i < RG_MAX_REGIONS; i++) {
@@ -1424,6 +1755,7 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 
 			if (!r || addr < r->base || addr >= r->base + r->size)
 				continue;
+			in_region = 1;
 			atomic_fetch_add_explicit(&r->sig_active, 1, memory_order_acq_rel);
 			if (atomic_load_explicit(&registry[i], memory_order_acquire) != r) {
 				atomic_fetch_sub_explicit(&r->sig_active, 1, memory_order_release);
@@ -1435,9 +1767,13 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 				uint64_t u = (uint64_t)(addr - r->base) >> (r->order + 12);
 				uint32_t seen;
 
-				res = serve(r, c, addr, -1);
+				res = serve(r, c, addr, -1, internal_thread_is_me());
 				if (res == SERVED || res == FAILED || res == GONE)
 					break;
+				if (atomic_load_explicit(&r->dying, memory_order_acquire)) {
+					res = GONE; /* unregistered: the access will not fault here */
+					break;
+				}
 				if (res == WAIT && !unit_wait_mark(r, u, &seen)) {
 					futex_wait(&r->state[u], seen);
 				} else if (res == NOROOM) {
@@ -1466,14 +1802,37 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 			return;
 		}
 	}
+	if (si->si_code == BUS_ADRERR && !in_region && moved_memory(addr)) {
+		errno = saved_errno;
+		return;
+	}
 	sigbus_chain(sig, si, uc);
 	errno = saved_errno;
 }
 
+/*
+ * In a child after fork() no region exists (their memory is MADV_DONTFORK, their threads
+ * are not there): forget them, or a region the child makes at the same address would be
+ * served with its parent's descriptor.
+ */
+static void sigbus_atfork_child(void)
+{
+	pthread_mutex_init(&sigbus_lock, NULL);
+	for (int i = 0; i < RG_MAX_REGIONS; i++)
+		atomic_store_explicit(&registry[i], NULL, memory_order_relaxed);
+}
+
+static void sigbus_atfork_once(void)
+{
+	pthread_atfork(NULL, NULL, sigbus_atfork_child);
+}
+
 static int sigbus_register(zf_region *r)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int ret = -EBUSY;
 
+	pthread_once(&once, sigbus_atfork_once);
 	pthread_mutex_lock(&sigbus_lock);
 	if (!sigbus_installed) {
 		struct sigaction sa = { .sa_sigaction = sigbus_handler,
@@ -1613,7 +1972,7 @@ static int region_setup_store(zf_region *r, zf_store *store)
 static int region_register(zf_region *r)
 {
 	const uint64_t want = UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP |
-			      UFFD_FEATURE_EVENT_REMAP |
+			      UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_THREAD_ID |
 			      (r->o.fault_mode == ZF_FAULT_SIGBUS ? UFFD_FEATURE_SIGBUS : 0);
 	uint64_t have;
 	struct uffdio_api api = { .api = UFFD_API };
@@ -1646,7 +2005,7 @@ static int region_register(zf_region *r)
 
 static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 {
-	int ret = pthread_create(t, NULL, fn, arg);
+	int ret = internal_thread_create(t, fn, arg);
 
 	return ret ? -ret : 0;
 }
@@ -1655,6 +2014,8 @@ static int region_start(zf_region *r)
 {
 	const unsigned n = r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads;
 
+	/* Decided before any service thread reads it. */
+	r->want_reader = r->o.readahead && r->o.swapin == ZF_SWAPIN_WHOLE;
 	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (r->stop_fd < 0)
 		return -errno;
@@ -1668,6 +2029,7 @@ static int region_start(zf_region *r)
 		if (!a)
 			return -ENOMEM;
 		*a = (struct service_arg){ r, &r->thread_ctx[i] };
+		r->thread_ctx[i].service = 1;
 		if (fault_ctx_init(r, &r->thread_ctx[i]) ||
 		    start_thread(&r->threads[r->nthreads], service_main, a)) {
 			free(a);
@@ -1687,7 +2049,7 @@ static int region_start(zf_region *r)
 		TRY(start_thread(&r->reclaimer, reclaim_main, r));
 		r->have_reclaimer = 1;
 	}
-	if (r->o.readahead && r->o.swapin == ZF_SWAPIN_WHOLE) {
+	if (r->want_reader) {
 		TRY(fault_ctx_init(r, &r->ra_ctx));
 		TRY(start_thread(&r->reader, readahead_main, r));
 		r->have_reader = 1;
@@ -1739,11 +2101,12 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 		r->batch_units = ZF_MIN(r->batch_units, r->limit_units / 2);
 	}
 	pthread_mutex_init(&r->evict_lock, NULL);
-	pthread_mutex_init(&r->read_lock, NULL);
+	pthread_rwlock_init(&r->read_lock, NULL);
 	pthread_mutex_init(&r->bg_lock, NULL);
 	pthread_mutex_init(&r->advise_lock, NULL);
 	pthread_cond_init(&r->bg_cond, NULL);
 	r->state = calloc(r->nunits, sizeof(*r->state));
+	r->snap = malloc(RG_CHUNK / RG_PAGE + r->unit_pages);
 	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (r->base == MAP_FAILED) {
@@ -1751,7 +2114,7 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 		ret = -ENOMEM;
 		goto fail;
 	}
-	ret = !r->state ? -ENOMEM : 0;
+	ret = !r->state || !r->snap ? -ENOMEM : 0;
 	if (!ret)
 		ret = region_setup_store(r, store);
 	if (!ret)
@@ -1767,10 +2130,42 @@ fail:
 	return ret;
 }
 
+/*
+ * Calls fn on each run of units that are still the region's (not GONE): the program may
+ * have unmapped some and mapped its own memory there, which we must leave alone. (The
+ * still-mapped part of a partly unmapped unit is left mapped: we cannot tell it apart.)
+ */
+static void live_runs(zf_region *r, void (*fn)(zf_region *r, uint8_t *addr, size_t len))
+{
+	for (uint64_t u = 0; u < r->nunits;) {
+		uint64_t v = u;
+
+		while (v < r->nunits && (atomic_load(&r->state[v]) & ST_MASK) != ST_GONE)
+			v++;
+		if (v > u)
+			fn(r, unit_addr(r, u), (v - u) * r->unit);
+		u = v + 1;
+	}
+}
+
+static void unregister_run(zf_region *r, uint8_t *addr, size_t len)
+{
+	struct uffdio_range rg = { .start = (uintptr_t)addr, .len = len };
+
+	(void)uffd_range(r, UFFDIO_UNREGISTER, &rg);
+}
+
+static void unmap_run(zf_region *r, uint8_t *addr, size_t len)
+{
+	(void)r;
+	munmap(addr, len);
+}
+
 static void stop_background(zf_region *r)
 {
 	pthread_mutex_lock(&r->bg_lock);
 	r->bg_stop = 1;
+	atomic_store(&r->bg_stopping, 1);
 	pthread_cond_broadcast(&r->bg_cond);
 	pthread_mutex_unlock(&r->bg_lock);
 	if (r->have_reclaimer)
@@ -1786,12 +2181,10 @@ void zf_region_destroy(zf_region *r)
 	stop_background(r);
 	/* Let a pageout in flight finish, then no more evictions. */
 	pthread_mutex_lock(&r->evict_lock);
-	if (r->uffd >= 0 && r->base) {
-		struct uffdio_range rg = { .start = (uintptr_t)r->base, .len = r->size };
-
-		/* Wakes every thread waiting on the range; faults from now on are plain. */
-		(void)uffd_range(r, UFFDIO_UNREGISTER, &rg);
-	}
+	/* Wakes every thread waiting on the range; faults from now on are plain. */
+	if (r->uffd >= 0 && r->base)
+		live_runs(r, unregister_run);
+	atomic_store(&r->dying, 1); /* SIGBUS-mode faults waiting for room give up */
 	pthread_mutex_unlock(&r->evict_lock);
 	sigbus_unregister(r);
 	if (r->stop_fd >= 0) {
@@ -1803,7 +2196,7 @@ void zf_region_destroy(zf_region *r)
 	for (unsigned i = 0; i < r->nthreads; i++)
 		pthread_join(r->threads[i], NULL);
 	if (r->base)
-		munmap(r->base, r->size);
+		live_runs(r, unmap_run);
 	if (r->uffd >= 0)
 		close(r->uffd);
 	if (r->stop_fd >= 0)
@@ -1825,14 +2218,16 @@ void zf_region_destroy(zf_region *r)
 		fault_ctx_fini(r, &r->sig_ctx[i]);
 	fault_ctx_fini(r, &r->ra_ctx);
 	fault_ctx_fini(r, &r->advise_ctx);
+	fault_ctx_fini(r, &r->evict_ctx);
 	if (r->own_store)
 		zf_store_destroy(r->store);
 	pthread_mutex_destroy(&r->evict_lock);
-	pthread_mutex_destroy(&r->read_lock);
+	pthread_rwlock_destroy(&r->read_lock);
 	pthread_mutex_destroy(&r->bg_lock);
 	pthread_mutex_destroy(&r->advise_lock);
 	pthread_cond_destroy(&r->bg_cond);
 	free(r->stage);
+	free(r->snap);
 	free(r->threads);
 	free(r->thread_ctx);
 	free((void *)r->state);
@@ -1877,7 +2272,8 @@ int zf_region_advise(zf_region *r, void *addr, size_t len, int advice)
 			uint32_t old = atomic_fetch_or_explicit(&r->state[u], F_COLD,
 								memory_order_relaxed);
 
-			atomic_fetch_and_explicit(&r->state[u], ~F_REF, memory_order_relaxed);
+			atomic_fetch_and_explicit(&r->state[u], ~(F_REF | F_HOT),
+						  memory_order_relaxed);
 			if (!(old & F_COLD))
 				atomic_fetch_add_explicit(&r->cold_units, 1, memory_order_relaxed);
 			continue;
@@ -1889,7 +2285,7 @@ int zf_region_advise(zf_region *r, void *addr, size_t len, int advice)
 			if (old & F_COLD)
 				atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
 		}
-		atomic_fetch_or_explicit(&r->state[u], F_REF, memory_order_relaxed);
+		atomic_fetch_or_explicit(&r->state[u], F_REF | F_HOT, memory_order_relaxed);
 		/* Bring evicted units in now, as readahead does (in the caller's thread). */
 		pthread_mutex_lock(&r->advise_lock);
 		for (int tries = 0; tries < 1000; tries++) {
