@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,7 +55,9 @@ void internal_thread_enter(void);
 void internal_thread_leave(void);
 int internal_thread_is_me(void);
 int internal_thread_is(int32_t tid);
-/* pthread_create() of a zfolio thread, with every signal blocked in it. */
+/* pthread_create() of a zfolio thread, with every asynchronous signal blocked in it. */
 int internal_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
+/* Takes the synchronous signals (SIGBUS, SIGSEGV, ...) out of set. */
+void internal_unblock_sync(sigset_t *set);
 
 #endif /* ZF_COMMON_H */

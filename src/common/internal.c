@@ -63,14 +63,27 @@ int internal_thread_is(int32_t tid)
 	return 0;
 }
 
+void internal_unblock_sync(sigset_t *set)
+{
+	static const int sync_signals[] = { SIGBUS, SIGSEGV, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
+
+	for (size_t i = 0; i < sizeof(sync_signals) / sizeof(sync_signals[0]); i++)
+		sigdelset(set, sync_signals[i]);
+}
+
 int internal_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg)
 {
 	sigset_t all, old;
 	int ret;
 
-	/* The new thread inherits the mask: every signal blocked, so that the program's
-	 * process-directed signals go to its own threads (UFFD-PITFALLS row 6). */
+	/*
+	 * The new thread inherits the mask: every asynchronous signal blocked, so that the
+	 * program's process-directed signals go to its own threads (UFFD-PITFALLS row 6).
+	 * Not the synchronous ones: an engine or an evictor reading region memory in SIGBUS
+	 * mode takes its fault as a SIGBUS, and a blocked one kills the process.
+	 */
 	sigfillset(&all);
+	internal_unblock_sync(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	ret = pthread_create(thread, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

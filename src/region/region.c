@@ -194,7 +194,6 @@ struct zf_region {
 	/* SIGBUS mode. */
 	struct fault_ctx sig_ctx[RG_SIG_CTXS];
 	_Atomic uint32_t sig_free; /* bit i: sig_ctx[i] free */
-	_Atomic int sig_active; /* signal handlers inside this region */
 	int slot; /* in the registry, or -1 */
 
 	/* Reclaim and readahead threads. */
@@ -1561,6 +1560,7 @@ static void *service_main(void *arg)
 	free(arg);
 	/* Signals go to the program's threads: a read() here must not see EINTR. */
 	sigfillset(&all);
+	internal_unblock_sync(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
 		struct pollfd pfd[2] = { { .fd = r->uffd, .events = POLLIN },
@@ -1656,6 +1656,12 @@ static void *service_main(void *arg)
 /* -------------------------------------------------------------------------------- */
 
 static _Atomic(zf_region *) registry[RG_MAX_REGIONS];
+/*
+ * Signal handlers inside registry[i]'s region. Counted per slot, in static memory, and
+ * raised before the slot is read: sigbus_unregister() empties the slot, then waits for
+ * the count to fall to 0, and only then may the region be freed.
+ */
+static _Atomic int registry_active[RG_MAX_REGIONS];
 static struct sigaction prev_sigbus;
 static pthread_mutex_t sigbus_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sigbus_installed;
@@ -1747,20 +1753,22 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 
 	if (si->si_code == BUS_ADRERR) {
 		for (int i = 0; i < RG_MAX_REGIONS; i++) {
-			zf_region *r = atomic_load_explicit(&registry[i], memory_order_acquire);
+			zf_region *r;
 			enum serve_result res;
 			struct fault_ctx *c;
 			uint64_t t0;
 			int slot;
 
-			if (!r || addr < r->base || addr >= r->base + r->size)
+			if (!atomic_load_explicit(&registry[i], memory_order_relaxed))
 				continue;
-			in_region = 1;
-			atomic_fetch_add_explicit(&r->sig_active, 1, memory_order_acq_rel);
-			if (atomic_load_explicit(&registry[i], memory_order_acquire) != r) {
-				atomic_fetch_sub_explicit(&r->sig_active, 1, memory_order_release);
-				break; /* being destroyed: it is unregistered already */
+			atomic_fetch_add_explicit(&registry_active[i], 1, memory_order_seq_cst);
+			r = atomic_load_explicit(&registry[i], memory_order_seq_cst);
+			if (!r || addr < r->base || addr >= r->base + r->size) {
+				atomic_fetch_sub_explicit(&registry_active[i], 1,
+							  memory_order_release);
+				continue;
 			}
+			in_region = 1;
 			t0 = now_ns();
 			c = sig_ctx_get(r, &slot);
 			for (;;) {
@@ -1791,7 +1799,7 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 			atomic_fetch_or_explicit(&r->sig_free, 1u << slot, memory_order_release);
 			if (res == SERVED)
 				lat_record(r, t0);
-			atomic_fetch_sub_explicit(&r->sig_active, 1, memory_order_release);
+			atomic_fetch_sub_explicit(&registry_active[i], 1, memory_order_release);
 			if (res == FAILED) {
 				sig_write(
 					"zfolio: a fault in a region cannot be served: the stored "
@@ -1818,8 +1826,10 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 static void sigbus_atfork_child(void)
 {
 	pthread_mutex_init(&sigbus_lock, NULL);
-	for (int i = 0; i < RG_MAX_REGIONS; i++)
+	for (int i = 0; i < RG_MAX_REGIONS; i++) {
 		atomic_store_explicit(&registry[i], NULL, memory_order_relaxed);
+		atomic_store_explicit(&registry_active[i], 0, memory_order_relaxed);
+	}
 }
 
 static void sigbus_atfork_once(void)
@@ -1863,9 +1873,9 @@ static void sigbus_unregister(zf_region *r)
 	if (r->slot < 0)
 		return;
 	pthread_mutex_lock(&sigbus_lock);
-	atomic_store_explicit(&registry[r->slot], NULL, memory_order_release);
+	atomic_store_explicit(&registry[r->slot], NULL, memory_order_seq_cst);
 	pthread_mutex_unlock(&sigbus_lock);
-	while (atomic_load_explicit(&r->sig_active, memory_order_acquire))
+	while (atomic_load_explicit(&registry_active[r->slot], memory_order_seq_cst))
 		sched_yield();
 	r->slot = -1;
 }
