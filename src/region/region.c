@@ -25,8 +25,11 @@
  * waited. A write that races sees the write-protection (or a missing page), waits, and
  * after the wakeup faults the unit back in with its own data still to write. A unit the
  * store refuses is unprotected and stays resident. Our own MADV_DONTNEED raises a
- * REMOVE event like the program's would: the evictor publishes the range it drops and
- * the service thread that reads the event acknowledges it instead of acting on it.
+ * REMOVE event like the program's would: the evictor publishes the exact range it drops
+ * and the service thread takes the first REMOVE of that range as ours (drop_pages()).
+ * Lock order: evict_lock (one evictor at a time), then read_lock (exclusive to read and
+ * handle events, shared around a swap-in's copy), then the store's locks. Nobody waits
+ * on a unit's state word while holding read_lock.
  *
  * Swap-in: a fault on an EVICTED unit claims it (LOADING), reads the whole unit from the
  * store (decompressed once), places it with one UFFDIO_COPY (which wakes every thread
@@ -97,6 +100,7 @@
 #define RG_CHUNK ((size_t)8 << 20) /* bytes an eviction claims, protects and drops at once */
 #define RG_MSGS 16 /* messages read at once */
 #define RG_DEFERRED 256 /* events waiting for units in transition */
+#define RG_ZAP_WAIT_NS 100000000u /* how long a REMOVE waits for the program's zap */
 
 /* The state word of a unit. */
 enum unit_state {
@@ -126,6 +130,7 @@ struct fault_ctx {
 
 struct deferred {
 	struct uffd_msg msg;
+	uint64_t since; /* when it was read, ns */
 };
 
 struct counters {
@@ -1291,17 +1296,45 @@ static void unit_set_settled(zf_region *r, uint64_t u, uint32_t st)
 		atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
 }
 
+/* Whether a page of [start, end) (clipped to the region) is in memory. */
+static int range_populated(zf_region *r, uintptr_t start, uintptr_t end)
+{
+	unsigned char vec[512];
+	uintptr_t a = ZF_MAX(start, (uintptr_t)r->base) & ~(uintptr_t)(RG_PAGE - 1);
+	const uintptr_t b = ZF_MIN(end, (uintptr_t)(r->base + r->size));
+
+	while (a < b) {
+		const size_t len = ZF_MIN(b - a, sizeof(vec) * RG_PAGE);
+
+		if (mincore((void *)a, len, vec))
+			return 0;
+		for (size_t p = 0; p < (len + RG_PAGE - 1) / RG_PAGE; p++)
+			if (vec[p] & 1)
+				return 1;
+		a += len;
+	}
+	return 0;
+}
+
 /*
  * The program dropped [start, end) (REMOVE) or unmapped it (UNMAP: gone). Returns 0, or
  * -EAGAIN to be retried later (a unit is in transition, or the layout is changing).
  */
-static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintptr_t end, int unmap)
+static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintptr_t end, int unmap,
+		      uint64_t since)
 {
 	uint64_t u0, u1;
 
 	if (!units_of(r, start, end, &u0, &u1))
 		return 0;
 	if (units_busy(r, u0, u1))
+		return -EAGAIN;
+	/*
+	 * The program zaps after its REMOVE event is read, so after we are called. Until
+	 * it has, an eviction could still read what it drops and bring it back: the units
+	 * stay held until the pages are gone (bounded, for a madvise that failed midway).
+	 */
+	if (!unmap && range_populated(r, start, end) && now_ns() - since < RG_ZAP_WAIT_NS)
 		return -EAGAIN;
 	for (uint64_t u = u0; u < u1; u++) {
 		const uintptr_t ua = (uintptr_t)unit_addr(r, u), ue = ua + r->unit;
@@ -1425,16 +1458,16 @@ static int self_remove(zf_region *r, const struct uffd_msg *m)
 }
 
 /* Handles an event message; -EAGAIN: keep it for later. Under read_lock. */
-static int handle_event(zf_region *r, struct fault_ctx *c, const struct uffd_msg *m)
+static int handle_event(zf_region *r, struct fault_ctx *c, const struct uffd_msg *m, uint64_t since)
 {
 	switch (m->event) {
 	case UFFD_EVENT_REMOVE:
-		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 0))
+		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 0, since))
 			return -EAGAIN;
 		INC(r, ev_remove); /* counted when handled: deferred ones may turn out ours */
 		return 0;
 	case UFFD_EVENT_UNMAP:
-		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 1))
+		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 1, since))
 			return -EAGAIN;
 		INC(r, ev_unmap);
 		return 0;
@@ -1472,7 +1505,8 @@ static void retry_deferred(zf_region *r, struct fault_ctx *c)
 {
 	unsigned done = 0;
 
-	while (done < r->ndeferred && !handle_event(r, c, &r->deferred[done].msg))
+	while (done < r->ndeferred &&
+	       !handle_event(r, c, &r->deferred[done].msg, r->deferred[done].since))
 		done++;
 	memmove(r->deferred, r->deferred + done, (r->ndeferred - done) * sizeof(r->deferred[0]));
 	r->ndeferred -= done;
@@ -1595,10 +1629,13 @@ static void *service_main(void *arg)
 				atomic_store(&r->remapped, 1);
 				atomic_fetch_add(&r->remaps_pending, 1);
 			}
-			if (r->ndeferred || handle_event(r, c, &msgs[i]) == -EAGAIN) {
+			const uint64_t read_at = now_ns();
+
+			if (r->ndeferred || handle_event(r, c, &msgs[i], read_at) == -EAGAIN) {
 				/* Its units wait with it, from now: no claim, faults wait. */
 				event_hold(r, &msgs[i]);
 				if (r->ndeferred < RG_DEFERRED) {
+					r->deferred[r->ndeferred].since = read_at;
 					r->deferred[r->ndeferred++].msg = msgs[i];
 				} else {
 					/* Too many: wait for the transitions to end (an
@@ -1609,6 +1646,7 @@ static void *service_main(void *arg)
 						pthread_rwlock_wrlock(&r->read_lock);
 						retry_deferred(r, c);
 					} while (r->ndeferred == RG_DEFERRED);
+					r->deferred[r->ndeferred].since = read_at;
 					r->deferred[r->ndeferred++].msg = msgs[i];
 				}
 			}
