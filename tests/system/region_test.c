@@ -102,7 +102,7 @@ enum { PASS = 0, FAIL = 1, SKIP = 77 };
  * see it and reports a race on region memory. Those readers are suppressed, and the
  * test's own accesses to its pages when they are the other side (its helpers touch only
  * region memory and what one thread owns). (The SIGBUS handler's free() is allowed by
- * TSAN_OPTIONS in tests/system/CMakeLists.txt.) TSan cannot start threads in a child
+ * TSAN_OPTIONS of zf_add_test in tests/CMakeLists.txt.) TSan cannot start threads in a child
  * of a multithreaded fork(): that part of the fork case is left out under TSan.
  */
 #if defined(__SANITIZE_THREAD__)
