@@ -719,7 +719,7 @@ ZF_API long zf_region_pageout(zf_region *region, void *addr, size_t len);
 
 enum zf_region_advice {
 	ZF_ADV_COLD = 1, /* the units go first when reclaim next needs room */
-	ZF_ADV_HOT = 2, /* the units are in use: reclaim passes them once; evicted ones come in now */
+	ZF_ADV_HOT = 2, /* in use: reclaim passes them once; evicted ones come in now */
 };
 /* Returns 0, or -EINVAL (range outside the region or unknown advice). */
 ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len, int advice);
