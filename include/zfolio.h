@@ -762,6 +762,12 @@ typedef struct zf_region_stats {
 	 */
 	uint64_t fault_lat[ZF_REGION_LAT_BUCKETS];
 	uint64_t fault_p50_ns, fault_p99_ns, fault_p999_ns;
+	/*
+	 * Where service time goes, summed in ns: fault_ns over the faults the histogram
+	 * counts; of the major faults' time, swapin_load_ns reading the unit from the store
+	 * (lookup, decompression, checksum) and swapin_place_ns placing it (UFFDIO_COPY).
+	 */
+	uint64_t fault_ns, swapin_load_ns, swapin_place_ns;
 } zf_region_stats;
 
 ZF_API void zf_region_get_stats(zf_region *region, zf_region_stats *stats);

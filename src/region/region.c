@@ -140,6 +140,7 @@ struct counters {
 		copy_eexist, fault_fail, resident_max;
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
+	_Atomic uint64_t fault_ns, swapin_load_ns, swapin_place_ns; /* sums, see zfolio.h */
 };
 
 struct zf_region {
@@ -263,7 +264,10 @@ static uint64_t lat_upper(unsigned i)
 
 static void lat_record(zf_region *r, uint64_t t0)
 {
-	atomic_fetch_add_explicit(&r->n.lat[lat_bucket(now_ns() - t0)], 1, memory_order_relaxed);
+	const uint64_t ns = now_ns() - t0;
+
+	atomic_fetch_add_explicit(&r->n.lat[lat_bucket(ns)], 1, memory_order_relaxed);
+	ADD(r, fault_ns, ns);
 }
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t val)
@@ -952,6 +956,7 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 	uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
 	const int partial = (st & F_PARTIAL) != 0;
 	int64_t page = per_page ? (addr - unit_addr(r, u)) / RG_PAGE : -1;
+	uint64_t t0, t1 = 0;
 	int ret;
 
 	if (!partial && !resident_reserve(r)) {
@@ -973,7 +978,12 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 			return SERVED;
 		}
 	}
+	t0 = ra ? 0 : now_ns();
 	ret = load_data(r, c, u, page);
+	if (!ra) {
+		t1 = now_ns();
+		ADD(r, swapin_load_ns, t1 - t0);
+	}
 	if (ret) {
 		if (!c->in_signal)
 			common_log(ZF_LOG_WARN, "region: cannot read unit %llu back: %s",
@@ -992,6 +1002,8 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 	else
 		ret = place(r, unit_addr(r, u), c->buf, r->unit, r->o.keep_clean);
 	pthread_rwlock_unlock(&r->read_lock);
+	if (!ra)
+		ADD(r, swapin_place_ns, now_ns() - t1);
 	if (ret) {
 		if (!partial)
 			resident_add(r, -1);
@@ -2006,10 +2018,14 @@ static int region_setup_store(zf_region *r, zf_store *store)
 		so.engines = r->o.engines;
 		/*
 		 * A region empties and refills its pool all the time (units out, units in):
-		 * emptied pool pages stay for reuse, up to a quarter of the region, as a page
-		 * fault costs more than compressing the page.
+		 * emptied pool pages stay for reuse, up to the region's size (the most its
+		 * compressed units can take, bar fragmentation), as a page fault costs more
+		 * than compressing the page. On the 2-vCPU VM of bench/results/pageout.md a
+		 * quarter of the size made a 100 MiB swap-out of redis at 64k units take
+		 * 189 ms, the whole size 137 ms. The price: after a swap-in the pool keeps
+		 * its pages (zf_store_options.pool_warm_bytes, with a store of one's own).
 		 */
-		so.pool_warm_bytes = ZF_MAX((uint64_t)r->size / 4, (uint64_t)ZF_UNIT_MAX);
+		so.pool_warm_bytes = ZF_MAX((uint64_t)r->size, (uint64_t)ZF_UNIT_MAX);
 		TRY(zf_store_create(&so, &r->store));
 		r->own_store = 1;
 	}
@@ -2393,6 +2409,9 @@ void zf_region_get_stats(zf_region *r, zf_region_stats *s)
 	GET(copy_eagain);
 	GET(copy_eexist);
 	GET(fault_fail);
+	GET(fault_ns);
+	GET(swapin_load_ns);
+	GET(swapin_place_ns);
 #undef GET
 	s->swpout_units[o] = atomic_load(&r->n.swpout_units);
 	s->swpin_units[o] = atomic_load(&r->n.swpin_units);
@@ -2465,6 +2484,9 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(fault_p50_ns);
 	FIELD(fault_p99_ns);
 	FIELD(fault_p999_ns);
+	FIELD(fault_ns);
+	FIELD(swapin_load_ns);
+	FIELD(swapin_place_ns);
 #undef FIELD
 #undef LINE
 	return len;
