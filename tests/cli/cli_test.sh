@@ -1,7 +1,8 @@
 #!/bin/sh
 # Description: the zfolio command end to end: bench codec's outputs (table, JSON with the
 # documented fields, CSV), its defaults, odd unit sizes and images, bench zpool's phases
-# and fields, bench store's rows and fields, and the exit codes and messages for bad input. usage: cli_test.sh ZFOLIO_BINARY
+# and fields, bench store's rows and fields, bench region's and pageout's (zfolio backend)
+# runs, and the exit codes and messages for bad input. usage: cli_test.sh ZFOLIO_BINARY
 set -u
 zf=$1
 tmp=$(mktemp -d)
@@ -196,6 +197,58 @@ expect 2 'unknown codec' -- "$zf" bench region --codec brotli
 expect 2 'unexpected argument' -- "$zf" bench region extra
 expect 2 'usage: zfolio bench region' -- "$zf" bench region --nope
 expect 0 'usage: zfolio bench region' -- "$zf" bench region --help
+
+# pageout, zfolio backend: every byte compared after every iteration (--verify); the runs,
+# the side-by-side table, JSON fields; bad input. Without userfaultfd it exits 77.
+"$zf" pageout --size 4m --iterations 2 --verify >"$tmp/out" 2>&1
+got=$?
+if [ "$got" -eq 77 ]; then
+	echo "pageout: userfaultfd unavailable (exit 77), its runs skipped" >&2
+	grep -q 'userfaultfd' "$tmp/out" && ok || bad "pageout: exit 77 without a reason"
+elif [ "$got" -ne 0 ]; then
+	bad "pageout --size 4m --iterations 2 --verify exited $got"
+	sed 's/^/  | /' "$tmp/out" | head -20 >&2
+else
+	ok
+	[ "$(grep -Ec '^zfolio, unit (4k|64k), lz4, ' "$tmp/out")" -eq 2 ] && ok ||
+		bad "pageout: expected a 4k and a 64k run by default"
+	grep -Eq '^lz4 +gain .*published 1\.63x / 1\.97x' "$tmp/out" && ok ||
+		bad "pageout: no gain row beside the published one"
+	expect 0 '"bench":"pageout"' -- "$zf" pageout --size 2m --iterations 1 --unit 16k \
+		--codec lz4,zstd:1 --mode thread,sigbus --swapin whole,per-page --engines 1 --json
+	[ "$(grep -c '"bench":"pageout"' "$tmp/out")" -eq 8 ] && ok ||
+		bad "pageout json: expected 8 runs"
+	for field in bench backend unit codec swapin_mode iterations swapout_ms_median \
+		swapin_ms_median swapout_mbps swapin_mbps orig_bytes compr_bytes mem_used_bytes \
+		faults fault_us service_us load_us place_us degraded counters; do
+		[ "$(grep '"bench":"pageout"' "$tmp/out" | grep -c "\"$field\":")" -eq 8 ] &&
+			ok || bad "pageout json: field $field missing"
+	done
+	# The comparisons: for each codec, 3 other labels against the first.
+	[ "$(grep -c '"bench":"pageout-compare"' "$tmp/out")" -eq 6 ] && ok ||
+		bad "pageout json: expected 6 comparisons"
+	if command -v python3 >/dev/null 2>&1; then
+		python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/out" &&
+			ok || bad "pageout json: not valid JSON"
+	fi
+	# Every unit comes back each iteration: 128 units of 16k, a fault each; with per-page,
+	# a fault per page. Everything was stored: orig_bytes is the size.
+	grep -q '"swapin_mode":"whole","fault_mode":"sigbus",.*"orig_bytes":2097152,.*"faults":128,' \
+		"$tmp/out" && ok || bad "pageout: whole: a fault per unit expected"
+	grep -q '"swapin_mode":"per-page","fault_mode":"sigbus",.*"faults":512,' "$tmp/out" && ok ||
+		bad "pageout: per-page: a fault per page expected"
+fi
+expect 2 'zfolio or kernel' -- "$zf" pageout --backend zswap
+expect 2 'iterations' -- "$zf" pageout --iterations 0
+expect 2 'size' -- "$zf" pageout --size 1k
+expect 2 'power of two' -- "$zf" pageout --unit 48k
+expect 2 'neither' -- "$zf" pageout --codec brotli
+expect 2 'whole or per-page' -- "$zf" pageout --swapin half
+expect 2 'thread or sigbus' -- "$zf" pageout --mode poll
+expect 2 'one image' -- "$zf" pageout --image a --image b
+expect 2 'No such file' -- "$zf" pageout --image "$tmp/none.bin"
+expect 2 'unexpected argument' -- "$zf" pageout extra
+expect 0 'usage: zfolio pageout' -- "$zf" pageout --help
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

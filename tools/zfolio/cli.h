@@ -76,6 +76,7 @@ void cli_add_image(const char **images, int *n, int max, const char *path);
 /* The subcommands. Each takes its own argv (argv[0] is the subcommand name). */
 int cmd_bench(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
+int cmd_pageout(int argc, char **argv);
 /* The benchmarks under "zfolio bench" (cmd_bench dispatches to them). */
 int bench_zpool(int argc, char **argv);
 int bench_store(int argc, char **argv);

@@ -13,7 +13,9 @@ static const char usage[] =
 	"in user space.\n"
 	"\n"
 	"commands:\n"
-	"  bench codec   codec x unit-size matrix: ratio, incompressible units, MB/s\n"
+	"  pageout       the large-folio swap experiment: swap-out and swap-in times at\n"
+	"                4k and 64k units, on zfolio and on the running kernel's zram\n"
+	"  bench         codec, zpool, store and region benchmarks ('zfolio bench --help')\n"
 	"  capture PID   dump the private anonymous memory of a process as a memory image\n"
 	"  version       print the library version\n"
 	"\n"
@@ -28,6 +30,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "bench"))
 		return cmd_bench(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "pageout"))
+		return cmd_pageout(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "capture"))
 		return cmd_capture(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
