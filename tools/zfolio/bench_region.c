@@ -226,29 +226,12 @@ static void init_options(const zf_codec *codec, const struct config *c, zf_regio
 	o->swapin = c->swapin;
 }
 
-/* zf_region_create(), exiting 77 when userfaultfd is unavailable and 2 on a bad option. */
 static zf_region *new_region(const zf_codec *codec, const struct config *c, uint64_t size)
 {
 	zf_region_options o;
-	zf_region *r = NULL;
-	char ub[16];
-	int ret;
 
 	init_options(codec, c, &o);
-	ret = zf_region_create(NULL, size, &o, &r);
-	if (ret == -EPERM || ret == -ENOSYS || ret == -ENOTSUP)
-		cli_die(EXIT_SKIP,
-			"userfaultfd is unavailable for mode %s (%s): run as root, or give access "
-			"to /dev/userfaultfd, or set vm.unprivileged_userfaultfd=1",
-			c->mode_name, zf_strerror(ret));
-	if (ret == -EINVAL)
-		cli_die(EXIT_USAGE,
-			"the region refuses unit %s, mode %s, readahead %u, swapin %s: %s",
-			cli_format_unit(c->unit, ub, sizeof(ub)), c->mode_name, c->readahead,
-			c->swapin_name, zf_strerror(ret));
-	if (ret)
-		cli_die(1, "zf_region_create: %s", zf_strerror(ret));
-	return r;
+	return cli_region_create(&o, size);
 }
 
 /* Dies naming the first byte of region that differs from data in [off, off + len). */
@@ -421,74 +404,48 @@ static double mbps(uint64_t bytes, double ms)
 	return (double)bytes / 1e3 / ms;
 }
 
-static void json_num(const char *name, double v, int decimals)
-{
-	if (isfinite(v))
-		printf(",\"%s\":%.*f", name, decimals, v);
-	else
-		printf(",\"%s\":null", name);
-}
-
-static void json_u64(const char *name, uint64_t v)
-{
-	printf(",\"%s\":%llu", name, (unsigned long long)v);
-}
-
 static void print_json(const struct result *r)
 {
-	char ub[16], *text = strdup(r->counters), *line, *save = NULL;
-	const char *sep = "";
+	char ub[16];
 
-	if (!text)
-		cli_die(1, "out of memory");
 	printf("{\"bench\":\"region\",\"image\":");
 	cli_json_string(stdout, r->image);
-	json_u64("image_size", r->image_size);
+	cli_json_u64("image_size", r->image_size);
 	printf(",\"codec\":\"%s\"", zf_codec_name(r->codec));
-	json_u64("unit", r->cfg.unit);
+	cli_json_u64("unit", r->cfg.unit);
 	printf(",\"unit_name\":\"%s\",\"mode\":\"%s\"",
 	       cli_format_unit(r->cfg.unit, ub, sizeof(ub)), r->cfg.mode_name);
 	printf(",\"readahead\":%u,\"swapin\":\"%s\"", r->cfg.readahead, r->cfg.swapin_name);
-	json_u64("size", r->size);
+	cli_json_u64("size", r->size);
 	printf(",\"repeat\":%d", r->repeat);
-	json_num("swapout_ms", r->swapout_ms, 2);
-	json_num("swapout_mbps", mbps(r->size, r->swapout_ms), 1);
-	json_num("swapin_ms", r->swapin_ms, 2);
-	json_num("swapin_mbps", mbps(r->size, r->swapin_ms), 1);
-	json_num("fault_p50_us", r->fault_p50_us, 2);
-	json_num("fault_p99_us", r->fault_p99_us, 2);
-	json_num("fault_max_us", r->fault_max_us, 2);
-	json_num("service_p50_us", r->service_p50_us, 2);
-	json_num("service_p99_us", r->service_p99_us, 2);
-	json_num("service_p999_us", r->service_p999_us, 2);
-	json_u64("touches", r->touches);
-	json_u64("pgmajfault", r->d.pgmajfault);
-	json_num("faulted", faulted(r), 4);
-	json_u64("swpout", r->d.swpout);
-	json_u64("swpin", r->d.swpin);
-	json_u64("swap_ra", r->d.swap_ra);
-	json_u64("swap_ra_hit", r->d.swap_ra_hit);
-	json_u64("fault_waits", r->d.fault_waits);
-	json_u64("copy_eexist", r->d.copy_eexist);
-	json_u64("copy_eagain", r->d.copy_eagain);
-	json_u64("reject", r->d.reject);
-	json_u64("evicted_min", r->evicted_min);
-	json_num("ratio", ratio(r), 4);
-	json_u64("orig_data_size", r->sst.orig_data_size);
-	json_u64("compr_data_size", r->sst.compr_data_size);
+	cli_json_num("swapout_ms", r->swapout_ms, 2);
+	cli_json_num("swapout_mbps", mbps(r->size, r->swapout_ms), 1);
+	cli_json_num("swapin_ms", r->swapin_ms, 2);
+	cli_json_num("swapin_mbps", mbps(r->size, r->swapin_ms), 1);
+	cli_json_num("fault_p50_us", r->fault_p50_us, 2);
+	cli_json_num("fault_p99_us", r->fault_p99_us, 2);
+	cli_json_num("fault_max_us", r->fault_max_us, 2);
+	cli_json_num("service_p50_us", r->service_p50_us, 2);
+	cli_json_num("service_p99_us", r->service_p99_us, 2);
+	cli_json_num("service_p999_us", r->service_p999_us, 2);
+	cli_json_u64("touches", r->touches);
+	cli_json_u64("pgmajfault", r->d.pgmajfault);
+	cli_json_num("faulted", faulted(r), 4);
+	cli_json_u64("swpout", r->d.swpout);
+	cli_json_u64("swpin", r->d.swpin);
+	cli_json_u64("swap_ra", r->d.swap_ra);
+	cli_json_u64("swap_ra_hit", r->d.swap_ra_hit);
+	cli_json_u64("fault_waits", r->d.fault_waits);
+	cli_json_u64("copy_eexist", r->d.copy_eexist);
+	cli_json_u64("copy_eagain", r->d.copy_eagain);
+	cli_json_u64("reject", r->d.reject);
+	cli_json_u64("evicted_min", r->evicted_min);
+	cli_json_num("ratio", ratio(r), 4);
+	cli_json_u64("orig_data_size", r->sst.orig_data_size);
+	cli_json_u64("compr_data_size", r->sst.compr_data_size);
 	/* The region's counters since it was made, as zf_region_stats_text() names them. */
-	printf(",\"counters\":{");
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *space = strchr(line, ' ');
-
-		if (!space)
-			continue;
-		*space = '\0';
-		printf("%s\"%s\":%s", sep, line, space + 1);
-		sep = ",";
-	}
-	printf("}}\n");
-	free(text);
+	cli_json_counters(r->counters);
+	printf("}\n");
 }
 
 static void print_header(void)

@@ -405,14 +405,6 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 /* Output                                                                           */
 /* -------------------------------------------------------------------------------- */
 
-static void json_num(const char *name, double v, int decimals)
-{
-	if (isfinite(v))
-		printf(",\"%s\":%.*f", name, decimals, v);
-	else
-		printf(",\"%s\":null", name);
-}
-
 static void print_json(const struct result *r)
 {
 	const zf_store_stats *st = &r->st;
@@ -426,24 +418,24 @@ static void print_json(const struct result *r)
 	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)),
 	       cli_format_unit(r->unit, ub, sizeof(ub)), r->cfg.engines);
 	printf(",\"bytes\":%llu", (unsigned long long)r->bytes);
-	json_num("put_mbps", r->put_mbps, 1);
-	json_num("get_mbps", r->get_mbps, 1);
-	json_num("bare_put_mbps", r->bare_put_mbps, 1);
-	json_num("bare_get_mbps", r->bare_get_mbps, 1);
-	json_num("put_of_bare", r->put_mbps / r->bare_put_mbps, 3);
-	json_num("get_of_bare", r->get_mbps / r->bare_get_mbps, 3);
-	json_num("ratio", (double)st->orig_data_size / (double)st->compr_data_size, 4);
+	cli_json_num("put_mbps", r->put_mbps, 1);
+	cli_json_num("get_mbps", r->get_mbps, 1);
+	cli_json_num("bare_put_mbps", r->bare_put_mbps, 1);
+	cli_json_num("bare_get_mbps", r->bare_get_mbps, 1);
+	cli_json_num("put_of_bare", r->put_mbps / r->bare_put_mbps, 3);
+	cli_json_num("get_of_bare", r->get_mbps / r->bare_get_mbps, 3);
+	cli_json_num("ratio", (double)st->orig_data_size / (double)st->compr_data_size, 4);
 	printf(",\"mem_used_total\":%llu", (unsigned long long)st->mem_used_total);
-	json_num("get_p50_us", r->p50, 2);
-	json_num("get_p99_us", r->p99, 2);
-	json_num("get_busy_p50_us", r->busy_p50, 2);
-	json_num("get_busy_p99_us", r->busy_p99, 2);
-	json_num("busy_p99_over_idle", r->busy_p99 / r->p99, 2);
+	cli_json_num("get_p50_us", r->p50, 2);
+	cli_json_num("get_p99_us", r->p99, 2);
+	cli_json_num("get_busy_p50_us", r->busy_p50, 2);
+	cli_json_num("get_busy_p99_us", r->busy_p99, 2);
+	cli_json_num("busy_p99_over_idle", r->busy_p99 / r->p99, 2);
 	printf(",\"busy_puts\":%llu", (unsigned long long)r->busy_puts);
 	if (r->cfg.engines) {
-		json_num("ceiling_speedup", r->ceiling, 3);
-		json_num("put_speedup", r->speedup, 3);
-		json_num("speedup_of_ceiling", r->speedup / r->ceiling, 3);
+		cli_json_num("ceiling_speedup", r->ceiling, 3);
+		cli_json_num("put_speedup", r->speedup, 3);
+		cli_json_num("speedup_of_ceiling", r->speedup / r->ceiling, 3);
 	}
 	/* The counters, as zf_store_stats_text() names them: "name value" lines. */
 	printf(",\"counters\":{");

@@ -600,15 +600,6 @@ static double zpool_over(const struct bench_case *c, enum phase p, enum heap_kin
 			(double)c->heap[k].delta[p].rss);
 }
 
-/* A number, or null when it is not one (no data, no such timing, allocator absent). */
-static void json_num(const char *name, double v, int decimals)
-{
-	if (isfinite(v))
-		printf(",\"%s\":%.*f", name, decimals, v);
-	else
-		printf(",\"%s\":null", name);
-}
-
 static void json_heap(const struct bench_case *c, enum heap_kind k, const char *prefix,
 		      enum phase p)
 {
@@ -624,7 +615,7 @@ static void json_heap(const struct bench_case *c, enum heap_kind k, const char *
 	printf(",\"%s_resident_bytes\":%lld,\"%s_lazyfree_bytes\":%lld", prefix,
 	       (long long)h->delta[p].rss, prefix, (long long)h->delta[p].lazyfree);
 	snprintf(name, sizeof(name), "%s_ops_per_s", prefix);
-	json_num(name, ops_per_s(c->s, p, h->seconds[p]), 0);
+	cli_json_num(name, ops_per_s(c->s, p, h->seconds[p]), 0);
 }
 
 static void print_json(const struct bench_case *c)
@@ -646,7 +637,7 @@ static void print_json(const struct bench_case *c)
 		       (unsigned long long)c->seed, phase_names[p],
 		       (unsigned long long)z->st.objects, (unsigned long long)z->st.compr_data_size,
 		       (unsigned long long)z->st.mem_used_total);
-		json_num("overhead",
+		cli_json_num("overhead",
 			 safe_div((double)z->st.mem_used_total, (double)z->st.compr_data_size), 4);
 		printf(",\"pages_used\":%llu,\"pages_compacted\":%llu,\"compactions\":%llu,"
 		       "\"meta_bytes\":%llu,\"mem_used_max\":%llu,\"zpool_rss_delta\":%lld",
@@ -654,17 +645,17 @@ static void print_json(const struct bench_case *c)
 		       (unsigned long long)z->st.pages_compacted,
 		       (unsigned long long)z->st.compactions, (unsigned long long)z->st.meta_bytes,
 		       (unsigned long long)z->st.mem_used_max, (long long)z->rss_delta);
-		json_num("alloc_ops_per_s", p == PHASE_FILL ? ops_per_s(s, p, z->seconds) : NAN, 0);
-		json_num("free_ops_per_s", p == PHASE_FREE ? ops_per_s(s, p, z->seconds) : NAN, 0);
-		json_num("compact_s", p == PHASE_COMPACT ? z->seconds : NAN, 6);
+		cli_json_num("alloc_ops_per_s", p == PHASE_FILL ? ops_per_s(s, p, z->seconds) : NAN, 0);
+		cli_json_num("free_ops_per_s", p == PHASE_FREE ? ops_per_s(s, p, z->seconds) : NAN, 0);
+		cli_json_num("compact_s", p == PHASE_COMPACT ? z->seconds : NAN, 6);
 		if (p == PHASE_COMPACT)
 			printf(",\"compact_pages\":%zu", c->z.compact_pages);
 		else
 			printf(",\"compact_pages\":null");
 		json_heap(c, HEAP_GLIBC, "malloc", (enum phase)p);
 		json_heap(c, HEAP_MIMALLOC, "mimalloc", (enum phase)p);
-		json_num("zpool_over_malloc", zpool_over(c, (enum phase)p, HEAP_GLIBC), 4);
-		json_num("zpool_over_mimalloc", zpool_over(c, (enum phase)p, HEAP_MIMALLOC), 4);
+		cli_json_num("zpool_over_malloc", zpool_over(c, (enum phase)p, HEAP_GLIBC), 4);
+		cli_json_num("zpool_over_mimalloc", zpool_over(c, (enum phase)p, HEAP_MIMALLOC), 4);
 		if (c->heap[HEAP_MIMALLOC].status == 0)
 			printf(",\"mimalloc_version\":%d", c->heap[HEAP_MIMALLOC].version);
 		else

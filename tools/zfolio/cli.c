@@ -173,6 +173,60 @@ void cli_json_string(FILE *f, const char *s)
 
 static int progress_shown;
 
+void cli_json_num(const char *name, double v, int decimals)
+{
+	if (isfinite(v))
+		printf(",\"%s\":%.*f", name, decimals, v);
+	else
+		printf(",\"%s\":null", name);
+}
+
+void cli_json_u64(const char *name, uint64_t v)
+{
+	printf(",\"%s\":%llu", name, (unsigned long long)v);
+}
+
+void cli_json_counters(const char *text)
+{
+	const char *sep = "";
+
+	printf(",\"counters\":{");
+	while (text && *text) {
+		const char *end = strchr(text, '\n'), *space = strchr(text, ' ');
+		const size_t len = end ? (size_t)(end - text) : strlen(text);
+
+		if (space && space < text + len) {
+			printf("%s\"%.*s\":%.*s", sep, (int)(space - text), text,
+			       (int)(text + len - space - 1), space + 1);
+			sep = ",";
+		}
+		text += len + (end != NULL);
+	}
+	printf("}");
+}
+
+zf_region *cli_region_create(const zf_region_options *o, size_t size)
+{
+	zf_region *r = NULL;
+	char ub[16];
+	const int ret = zf_region_create(NULL, size, o, &r);
+
+	if (ret == -EPERM || ret == -ENOSYS || ret == -ENOTSUP)
+		cli_die(EXIT_SKIP,
+			"userfaultfd is unavailable for mode %s (%s): run as root, or give access "
+			"to /dev/userfaultfd, or set vm.unprivileged_userfaultfd=1",
+			o->fault_mode == ZF_FAULT_SIGBUS ? "sigbus" : "thread", zf_strerror(ret));
+	if (ret == -EINVAL)
+		cli_die(EXIT_USAGE,
+			"the region refuses unit %s, codec %s, mode %s, readahead %u, swapin %s: %s",
+			cli_format_unit(o->unit, ub, sizeof(ub)), o->codec ? o->codec : "default",
+			o->fault_mode == ZF_FAULT_SIGBUS ? "sigbus" : "thread", o->readahead,
+			o->swapin == ZF_SWAPIN_PER_PAGE ? "per-page" : "whole", zf_strerror(ret));
+	if (ret)
+		cli_die(1, "zf_region_create: %s", zf_strerror(ret));
+	return r;
+}
+
 void cli_progress(const char *fmt, ...)
 {
 	static int tty = -1;

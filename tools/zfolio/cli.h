@@ -50,6 +50,17 @@ int cli_parse_units(char *arg, uint64_t *units, int max);
 
 /* Writes s as a JSON string literal (with quotes) to f. */
 void cli_json_string(FILE *f, const char *s);
+/* To stdout, for the fields after an object's first: ,"name":v (null when v is not finite). */
+void cli_json_num(const char *name, double v, int decimals);
+void cli_json_u64(const char *name, uint64_t v);
+/* To stdout: ,"counters":{...} from "name value" lines (zf_*_stats_text() output). */
+void cli_json_counters(const char *text);
+
+/*
+ * zf_region_create() with a store of its own, or an exit: 77 when userfaultfd is
+ * unavailable (with what to do), 2 when the region refuses the options, 1 otherwise.
+ */
+zf_region *cli_region_create(const zf_region_options *o, size_t size);
 
 /* Progress on stderr when it is a terminal; no output otherwise. */
 void cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -102,7 +102,7 @@ static inline size_t touch_offset(uint64_t i, int k)
 	return (size_t)(((uint32_t)i * 2654435761u + (uint32_t)(k + 2) * 40503u) >> 20);
 }
 
-int pageout_touch(const struct pageout_job *job, const volatile uint8_t *mem, int iteration)
+static int touch(const struct pageout_job *job, const volatile uint8_t *mem, int iteration)
 {
 	const uint64_t pages = job->size / ZF_PAGE_SIZE;
 	uint8_t diff = 0;
@@ -136,8 +136,8 @@ static void mismatch(const struct pageout_job *job, const struct pageout_config 
 		(unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE), it);
 }
 
-void pageout_check(const struct pageout_job *job, const struct pageout_config *c,
-		   const uint8_t *mem, int iteration, int diff)
+static void check(const struct pageout_job *job, const struct pageout_config *c,
+		  const uint8_t *mem, int iteration, int diff)
 {
 	const uint64_t pages = job->size / ZF_PAGE_SIZE;
 	uint64_t x = 0x9e3779b97f4a7c15ull ^ (uint64_t)(iteration + 2);
@@ -165,6 +165,18 @@ void pageout_check(const struct pageout_job *job, const struct pageout_config *c
 		if (memcmp(mem + off, job->data + off, ZF_PAGE_SIZE))
 			mismatch(job, c, mem, off, ZF_PAGE_SIZE, iteration);
 	}
+}
+
+void pageout_swapin(const struct pageout_job *job, struct pageout_result *res,
+		    const volatile uint8_t *mem, int k)
+{
+	const uint64_t t0 = pageout_now_ns();
+	const int diff = touch(job, mem, k);
+	const uint64_t t1 = pageout_now_ns();
+
+	if (k >= 0)
+		res->in_ms[k] = (double)(t1 - t0) / 1e6;
+	check(job, &res->cfg, (const uint8_t *)mem, k, diff);
 }
 
 void pageout_counter(char **text, const char *name, uint64_t value)
@@ -214,31 +226,15 @@ static const char *label(const struct pageout_config *c, char *buf, size_t cap)
 	return buf;
 }
 
-static void json_num(const char *name, double v, int decimals)
-{
-	if (isfinite(v))
-		printf(",\"%s\":%.*f", name, decimals, v);
-	else
-		printf(",\"%s\":null", name);
-}
-
-static void json_u64(const char *name, uint64_t v)
-{
-	printf(",\"%s\":%llu", name, (unsigned long long)v);
-}
-
 static void print_json(const struct pageout_job *job, const struct pageout_result *r)
 {
 	const struct pageout_config *c = &r->cfg;
-	char ub[16], *text = strdup(r->counters ? r->counters : ""), *line, *save = NULL;
-	const char *sep = "";
+	char ub[16];
 
-	if (!text)
-		cli_die(1, "out of memory");
 	printf("{\"bench\":\"pageout\",\"backend\":\"%s\",\"image\":", backend_name(c->backend));
 	cli_json_string(stdout, job->image);
-	json_u64("size", job->size);
-	json_u64("unit", c->unit);
+	cli_json_u64("size", job->size);
+	cli_json_u64("unit", c->unit);
 	printf(",\"unit_name\":\"%s\",\"codec\":", cli_format_unit(c->unit, ub, sizeof(ub)));
 	cli_json_string(stdout, c->codec);
 	printf(",\"swapin_mode\":\"%s\"", c->swapin == ZF_SWAPIN_PER_PAGE ? "per-page" : "whole");
@@ -246,35 +242,26 @@ static void print_json(const struct pageout_job *job, const struct pageout_resul
 		printf(",\"fault_mode\":\"%s\",\"engines\":%u,\"readahead\":%u", c->mode_name,
 		       c->engines, c->readahead);
 	printf(",\"iterations\":%d", job->iterations);
-	json_num("swapout_ms_median", r->out_med, 2);
-	json_num("swapout_ms_min", r->out_min, 2);
-	json_num("swapout_ms_max", r->out_max, 2);
-	json_num("swapin_ms_median", r->in_med, 2);
-	json_num("swapin_ms_min", r->in_min, 2);
-	json_num("swapin_ms_max", r->in_max, 2);
-	json_num("swapout_mbps", mbps(job->size, r->out_med), 1);
-	json_num("swapin_mbps", mbps(job->size, r->in_med), 1);
-	json_u64("orig_bytes", r->orig_bytes);
-	json_u64("compr_bytes", r->compr_bytes);
-	json_u64("mem_used_bytes", r->mem_used_bytes);
-	json_num("ratio", div_or_nan((double)r->orig_bytes, (double)r->compr_bytes), 4);
-	json_u64("faults", r->faults);
-	json_num("fault_us", r->split_fault_us, 2);
-	json_num("service_us", r->split_service_us, 2);
-	json_num("load_us", r->split_load_us, 2);
-	json_num("place_us", r->split_place_us, 2);
-	printf(",\"degraded\":%s,\"counters\":{", r->degraded ? "true" : "false");
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *space = strchr(line, ' ');
-
-		if (!space)
-			continue;
-		*space = '\0';
-		printf("%s\"%s\":%s", sep, line, space + 1);
-		sep = ",";
-	}
-	printf("}}\n");
-	free(text);
+	cli_json_num("swapout_ms_median", r->out_med, 2);
+	cli_json_num("swapout_ms_min", r->out_min, 2);
+	cli_json_num("swapout_ms_max", r->out_max, 2);
+	cli_json_num("swapin_ms_median", r->in_med, 2);
+	cli_json_num("swapin_ms_min", r->in_min, 2);
+	cli_json_num("swapin_ms_max", r->in_max, 2);
+	cli_json_num("swapout_mbps", mbps(job->size, r->out_med), 1);
+	cli_json_num("swapin_mbps", mbps(job->size, r->in_med), 1);
+	cli_json_u64("orig_bytes", r->orig_bytes);
+	cli_json_u64("compr_bytes", r->compr_bytes);
+	cli_json_u64("mem_used_bytes", r->mem_used_bytes);
+	cli_json_num("ratio", div_or_nan((double)r->orig_bytes, (double)r->compr_bytes), 4);
+	cli_json_u64("faults", r->faults);
+	cli_json_num("fault_us", r->split_fault_us, 2);
+	cli_json_num("service_us", r->split_service_us, 2);
+	cli_json_num("load_us", r->split_load_us, 2);
+	cli_json_num("place_us", r->split_place_us, 2);
+	printf(",\"degraded\":%s", r->degraded ? "true" : "false");
+	cli_json_counters(r->counters);
+	printf("}\n");
 }
 
 static void print_run(const struct pageout_job *job, const struct pageout_result *r)
@@ -390,11 +377,11 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 					printf(",\"unit_name\":\"%s\",\"a\":\"%s\",\"b\":\"%s\"",
 					       cli_format_unit(units[u], ub, sizeof(ub)), labels[0],
 					       labels[l]);
-					json_num("swapout_speedup",
+					cli_json_num("swapout_speedup",
 						 div_or_nan(o->out_med, first->out_med), 3);
-					json_num("swapin_speedup", div_or_nan(o->in_med, first->in_med),
+					cli_json_num("swapin_speedup", div_or_nan(o->in_med, first->in_med),
 						 3);
-					json_num("pool_ratio",
+					cli_json_num("pool_ratio",
 						 div_or_nan((double)first->mem_used_bytes,
 							    (double)o->mem_used_bytes),
 						 3);

@@ -76,17 +76,13 @@ void pageout_zfolio_check(const struct pageout_job *job, const struct pageout_co
 /* Helpers the backends share (pageout.c). */
 uint64_t pageout_now_ns(void);
 /*
- * One iteration's swap-in: a read of one byte of every 4 KiB page of mem in address
- * order, each compared with job->data. Returns nonzero when one differed. Timed by the
- * caller: nothing else is done here.
+ * Iteration k's swap-in (k < 0: the untimed warm-up): a read of one byte of every 4 KiB
+ * page of mem in address order, timed into res->in_ms[k]; then, untimed, a check of the
+ * bytes read, 16 whole pages at random or with job->verify every byte. Dies naming the
+ * first wrong byte.
  */
-int pageout_touch(const struct pageout_job *job, const volatile uint8_t *mem, int iteration);
-/*
- * After the touch pass (diff: what it returned): dies naming the first wrong byte, if
- * any; compares 16 whole pages at random, or with job->verify every byte.
- */
-void pageout_check(const struct pageout_job *job, const struct pageout_config *c,
-		   const uint8_t *mem, int iteration, int diff);
+void pageout_swapin(const struct pageout_job *job, struct pageout_result *res,
+		    const volatile uint8_t *mem, int k);
 /* Appends a "name value" line to *text (malloc()ed, grown). */
 void pageout_counter(char **text, const char *name, uint64_t value);
 

@@ -615,7 +615,6 @@ void pageout_kernel(const struct pageout_job *job, struct pageout_result *res)
 
 	for (int k = -1; k < job->iterations; k++) {
 		uint64_t t0, t1, rss_kb, swap_kb;
-		int diff;
 
 		cli_progress("kernel %s %s: iteration %d of %d%s", c->codec, ub, k < 0 ? 0 : k + 1,
 			     job->iterations, k < 0 ? " (warm-up)" : "");
@@ -641,12 +640,7 @@ void pageout_kernel(const struct pageout_job *job, struct pageout_result *res)
 		read_mm_stat(mm);
 		stop_point();
 
-		t0 = pageout_now_ns();
-		diff = pageout_touch(job, base, k);
-		t1 = pageout_now_ns();
-		if (k >= 0)
-			res->in_ms[k] = (double)(t1 - t0) / 1e6;
-		pageout_check(job, c, base, k, diff);
+		pageout_swapin(job, res, base, k);
 		stop_point();
 	}
 	read_size_stats(c->unit, &s1);

@@ -18,9 +18,6 @@
 static zf_region *new_region(const struct pageout_job *job, const struct pageout_config *c)
 {
 	zf_region_options o;
-	zf_region *r = NULL;
-	char ub[16];
-	int ret;
 
 	zf_region_options_init(&o);
 	o.unit = (uint32_t)c->unit;
@@ -29,19 +26,7 @@ static zf_region *new_region(const struct pageout_job *job, const struct pageout
 	o.fault_mode = c->mode;
 	o.readahead = c->readahead;
 	o.swapin = c->swapin;
-	ret = zf_region_create(NULL, job->size, &o, &r);
-	if (ret == -EPERM || ret == -ENOSYS || ret == -ENOTSUP)
-		cli_die(EXIT_SKIP,
-			"userfaultfd is unavailable for mode %s (%s): run as root, or give access "
-			"to /dev/userfaultfd, or set vm.unprivileged_userfaultfd=1",
-			c->mode_name, zf_strerror(ret));
-	if (ret == -EINVAL)
-		cli_die(EXIT_USAGE, "the region refuses unit %s, codec %s, mode %s: %s",
-			cli_format_unit(c->unit, ub, sizeof(ub)), c->codec, c->mode_name,
-			zf_strerror(ret));
-	if (ret)
-		cli_die(1, "zf_region_create: %s", zf_strerror(ret));
-	return r;
+	return cli_region_create(&o, job->size);
 }
 
 /* Exits 77 or 2 now, before any output, when the configuration cannot run. */
@@ -85,7 +70,6 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 	for (int k = -1; k < job->iterations; k++) {
 		uint64_t t0, t1;
 		long evicted;
-		int diff;
 
 		cli_progress("zfolio %s %s: iteration %d of %d%s", c->codec, ub, k < 0 ? 0 : k + 1,
 			     job->iterations, k < 0 ? " (warm-up)" : "");
@@ -105,12 +89,7 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 		if (k >= 0)
 			res->out_ms[k] = (double)(t1 - t0) / 1e6;
 
-		t0 = pageout_now_ns();
-		diff = pageout_touch(job, base, k);
-		t1 = pageout_now_ns();
-		if (k >= 0)
-			res->in_ms[k] = (double)(t1 - t0) / 1e6;
-		pageout_check(job, c, base, k, diff);
+		pageout_swapin(job, res, base, k);
 	}
 	zf_region_get_stats(r, &st1);
 
