@@ -1138,8 +1138,8 @@ static int dropped_meanwhile(zf_region *r, uint64_t u, const uint8_t *page)
  * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
  * known, wp = -1; write: the access was a write). Never blocks.
  */
-static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
-			       int write, int internal)
+static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp, int write,
+			       int internal)
 {
 	uint64_t u;
 	uint32_t st, seen, clear = 0;

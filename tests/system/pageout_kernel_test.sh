@@ -13,7 +13,7 @@ fail=0
 
 snapshot() {
 	cat /proc/swaps
-	ls /sys/block | grep '^zram' || true
+	for d in /sys/block/zram*; do [ -e "$d" ] && echo "$d"; done
 	for f in /sys/kernel/mm/transparent_hugepage/enabled \
 		/sys/kernel/mm/transparent_hugepage/defrag \
 		/sys/kernel/mm/transparent_hugepage/hugepages-*/enabled \

@@ -638,15 +638,18 @@ static void print_json(const struct bench_case *c)
 		       (unsigned long long)z->st.objects, (unsigned long long)z->st.compr_data_size,
 		       (unsigned long long)z->st.mem_used_total);
 		cli_json_num("overhead",
-			 safe_div((double)z->st.mem_used_total, (double)z->st.compr_data_size), 4);
+			     safe_div((double)z->st.mem_used_total, (double)z->st.compr_data_size),
+			     4);
 		printf(",\"pages_used\":%llu,\"pages_compacted\":%llu,\"compactions\":%llu,"
 		       "\"meta_bytes\":%llu,\"mem_used_max\":%llu,\"zpool_rss_delta\":%lld",
 		       (unsigned long long)z->st.pages_used,
 		       (unsigned long long)z->st.pages_compacted,
 		       (unsigned long long)z->st.compactions, (unsigned long long)z->st.meta_bytes,
 		       (unsigned long long)z->st.mem_used_max, (long long)z->rss_delta);
-		cli_json_num("alloc_ops_per_s", p == PHASE_FILL ? ops_per_s(s, p, z->seconds) : NAN, 0);
-		cli_json_num("free_ops_per_s", p == PHASE_FREE ? ops_per_s(s, p, z->seconds) : NAN, 0);
+		cli_json_num("alloc_ops_per_s", p == PHASE_FILL ? ops_per_s(s, p, z->seconds) : NAN,
+			     0);
+		cli_json_num("free_ops_per_s", p == PHASE_FREE ? ops_per_s(s, p, z->seconds) : NAN,
+			     0);
 		cli_json_num("compact_s", p == PHASE_COMPACT ? z->seconds : NAN, 6);
 		if (p == PHASE_COMPACT)
 			printf(",\"compact_pages\":%zu", c->z.compact_pages);

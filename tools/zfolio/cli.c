@@ -218,7 +218,8 @@ zf_region *cli_region_create(const zf_region_options *o, size_t size)
 			o->fault_mode == ZF_FAULT_SIGBUS ? "sigbus" : "thread", zf_strerror(ret));
 	if (ret == -EINVAL)
 		cli_die(EXIT_USAGE,
-			"the region refuses unit %s, codec %s, mode %s, readahead %u, swapin %s: %s",
+			"the region refuses unit %s, codec %s, mode %s, readahead %u, swapin %s: "
+			"%s",
 			cli_format_unit(o->unit, ub, sizeof(ub)), o->codec ? o->codec : "default",
 			o->fault_mode == ZF_FAULT_SIGBUS ? "sigbus" : "thread", o->readahead,
 			o->swapin == ZF_SWAPIN_PER_PAGE ? "per-page" : "whole", zf_strerror(ret));

@@ -136,8 +136,8 @@ static void mismatch(const struct pageout_job *job, const struct pageout_config 
 		(unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE), it);
 }
 
-static void check(const struct pageout_job *job, const struct pageout_config *c,
-		  const uint8_t *mem, int iteration, int diff)
+static void check(const struct pageout_job *job, const struct pageout_config *c, const uint8_t *mem,
+		  int iteration, int diff)
 {
 	const uint64_t pages = job->size / ZF_PAGE_SIZE;
 	uint64_t x = 0x9e3779b97f4a7c15ull ^ (uint64_t)(iteration + 2);
@@ -318,8 +318,8 @@ static const struct pageout_result *find(const struct pageout_result *res, int n
 	for (int i = 0; i < n; i++) {
 		char lb[48];
 
-		if (!strcmp(label(&res[i].cfg, lb, sizeof(lb)), l) && !strcmp(res[i].cfg.codec, c) &&
-		    res[i].cfg.unit == u)
+		if (!strcmp(label(&res[i].cfg, lb, sizeof(lb)), l) &&
+		    !strcmp(res[i].cfg.codec, c) && res[i].cfg.unit == u)
 			return &res[i];
 	}
 	return NULL;
@@ -361,7 +361,8 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 	if (json) {
 		for (int k = 0; k < nc; k++) {
 			for (int u = 0; u < nu; u++) {
-				const struct pageout_result *first = find(res, n, labels[0], codecs[k], units[u]);
+				const struct pageout_result *first =
+					find(res, n, labels[0], codecs[k], units[u]);
 				char ub[16];
 
 				for (int l = 1; l < nl && first; l++) {
@@ -378,13 +379,13 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 					       cli_format_unit(units[u], ub, sizeof(ub)), labels[0],
 					       labels[l]);
 					cli_json_num("swapout_speedup",
-						 div_or_nan(o->out_med, first->out_med), 3);
-					cli_json_num("swapin_speedup", div_or_nan(o->in_med, first->in_med),
-						 3);
+						     div_or_nan(o->out_med, first->out_med), 3);
+					cli_json_num("swapin_speedup",
+						     div_or_nan(o->in_med, first->in_med), 3);
 					cli_json_num("pool_ratio",
-						 div_or_nan((double)first->mem_used_bytes,
-							    (double)o->mem_used_bytes),
-						 3);
+						     div_or_nan((double)first->mem_used_bytes,
+								(double)o->mem_used_bytes),
+						     3);
 					printf("}\n");
 				}
 			}
@@ -408,12 +409,14 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 	printf("\n");
 	for (int k = 0; k < nc; k++) {
 		for (int u = 0; u < nu; u++) {
-			const struct pageout_result *first = find(res, n, labels[0], codecs[k], units[u]);
+			const struct pageout_result *first =
+				find(res, n, labels[0], codecs[k], units[u]);
 			char ub[16];
 
 			printf("%-8.8s %5s", codecs[k], cli_format_unit(units[u], ub, sizeof(ub)));
 			for (int l = 0; l < nl; l++) {
-				const struct pageout_result *o = find(res, n, labels[l], codecs[k], units[u]);
+				const struct pageout_result *o =
+					find(res, n, labels[l], codecs[k], units[u]);
 
 				if (o)
 					printf("  %8.1f %8.1f %6.1f", o->out_med, o->in_med,
@@ -422,7 +425,8 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 					printf("  %8s %8s %6s", "-", "-", "-");
 			}
 			for (int l = 1; l < nl; l++) {
-				const struct pageout_result *o = find(res, n, labels[l], codecs[k], units[u]);
+				const struct pageout_result *o =
+					find(res, n, labels[l], codecs[k], units[u]);
 
 				if (o && first)
 					printf("  %7.2fx / %6.2fx", o->out_med / first->out_med,
@@ -516,7 +520,7 @@ int cmd_pageout(int argc, char **argv)
 	uint64_t units[MAX_LIST], max_unit = 0, v, engines = (uint64_t)default_engines(),
 				  readahead = 0;
 	int n_units, n_codecs, n_backends, n_swapin, n_modes, n_cfgs = 0, opt, json = 0,
-					     want_kernel = 0;
+							      want_kernel = 0;
 	zf_image *img;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -530,7 +534,8 @@ int cmd_pageout(int argc, char **argv)
 			if (cli_parse_size(optarg, &job.size) < 0 || job.size < (64u << 10) ||
 			    job.size > (64ull << 30))
 				cli_die(EXIT_USAGE,
-					"--size: expected a size from 64k to 64g, got '%s'", optarg);
+					"--size: expected a size from 64k to 64g, got '%s'",
+					optarg);
 			break;
 		case 'n':
 			if (cli_parse_uint(optarg, 1, 1000, &v) < 0)
@@ -556,12 +561,13 @@ int cmd_pageout(int argc, char **argv)
 			break;
 		case 'e':
 			if (cli_parse_uint(optarg, 0, 64, &engines) < 0)
-				cli_die(EXIT_USAGE, "--engines: expected 0 to 64, got '%s'", optarg);
+				cli_die(EXIT_USAGE, "--engines: expected 0 to 64, got '%s'",
+					optarg);
 			break;
 		case 'a':
 			if (cli_parse_uint(optarg, 0, 4096, &readahead) < 0)
-				cli_die(EXIT_USAGE, "--readahead: expected 0 to 4096 units, got '%s'",
-					optarg);
+				cli_die(EXIT_USAGE,
+					"--readahead: expected 0 to 4096 units, got '%s'", optarg);
 			break;
 		case 'V':
 			job.verify = 1;
@@ -589,8 +595,9 @@ int cmd_pageout(int argc, char **argv)
 	n_swapin = cli_split_list(swapin_arg, swapin_names, 2);
 	n_modes = cli_split_list(mode_arg, mode_names, 2);
 	if (n_codecs < 0 || n_backends < 0 || n_swapin < 0 || n_modes < 0)
-		cli_die(EXIT_USAGE, "--codec (at most %d), --backend, --swapin, --mode (at most 2 "
-				    "each): comma-separated lists",
+		cli_die(EXIT_USAGE,
+			"--codec (at most %d), --backend, --swapin, --mode (at most 2 "
+			"each): comma-separated lists",
 			MAX_LIST);
 	for (int i = 0; i < n_units; i++)
 		max_unit = units[i] > max_unit ? units[i] : max_unit;
@@ -637,8 +644,10 @@ int cmd_pageout(int argc, char **argv)
 
 						if (kernel && per_page) {
 							fprintf(stderr,
-								"zfolio: note: kernel, %s: the kernel "
-								"chooses its swap-in; only 'whole' is "
+								"zfolio: note: kernel, %s: the "
+								"kernel "
+								"chooses its swap-in; only 'whole' "
+								"is "
 								"run\n",
 								codec_names[k]);
 							continue;
@@ -653,7 +662,8 @@ int cmd_pageout(int argc, char **argv)
 							continue;
 						}
 						memset(c, 0, sizeof(*c));
-						c->backend = kernel ? BACKEND_KERNEL : BACKEND_ZFOLIO;
+						c->backend =
+							kernel ? BACKEND_KERNEL : BACKEND_ZFOLIO;
 						c->unit = units[u];
 						c->codec = codec_names[k];
 						c->swapin = per_page ? ZF_SWAPIN_PER_PAGE

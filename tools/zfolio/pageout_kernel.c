@@ -150,7 +150,8 @@ static void smaps_of(const void *addr, uint64_t *rss_kb, uint64_t *swap_kb)
 		unsigned long start, end;
 		unsigned long long kb;
 
-		if (sscanf(line, "%lx-%lx ", &start, &end) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
 			if (in)
 				break;
 			in = start <= (uintptr_t)addr && (uintptr_t)addr < end;
@@ -364,10 +365,12 @@ void pageout_kernel_check(const struct pageout_job *job, const struct pageout_co
 		kernel_algorithm(cfgs[i].codec, algo, sizeof(algo));
 		if (strchr(cfgs[i].codec, ':'))
 			cli_die(EXIT_USAGE,
-				"--codec %s: the kernel backend uses zram's default level (give '%s')",
+				"--codec %s: the kernel backend uses zram's default level (give "
+				"'%s')",
 				cfgs[i].codec, algo);
 		if (algos[0] && !list_has(algos, algo))
-			cli_die(EXIT_USAGE, "--codec %s: this kernel's zram has only: %s", algo, algos);
+			cli_die(EXIT_USAGE, "--codec %s: this kernel's zram has only: %s", algo,
+				algos);
 		thp_size_path(path, sizeof(path), cfgs[i].unit);
 		if (cfgs[i].unit > ZF_PAGE_SIZE && access(path, W_OK))
 			cli_die(EXIT_SKIP, "--unit %s: this kernel has no %s mTHP size (%s)",
@@ -376,14 +379,16 @@ void pageout_kernel_check(const struct pageout_job *job, const struct pageout_co
 	if (!read_text("/proc/swaps", text, sizeof(text)) && strchr(text, '\n') && !job->allow_swap)
 		cli_die(EXIT_SKIP,
 			"a swap device is active already (/proc/swaps): pages would go to it too, "
-			"and zfolio would have to share it. swapoff it, or give --allow-swap to run "
+			"and zfolio would have to share it. swapoff it, or give --allow-swap to "
+			"run "
 			"beside it (zram is given the highest priority)");
 	if (!read_text("/sys/module/zswap/parameters/enabled", text, sizeof(text)) &&
 	    (text[0] == 'Y' || text[0] == '1'))
-		fprintf(stderr,
-			"zfolio: WARNING: zswap is enabled: pages swapped out go to zswap before zram, "
-			"and large folios come back in page by page until the next boot. The kernel "
-			"figures measure zswap, not zram. zfolio never enables it\n");
+		fprintf(stderr, "zfolio: WARNING: zswap is enabled: pages swapped out go to zswap "
+				"before zram, "
+				"and large folios come back in page by page until the next boot. "
+				"The kernel "
+				"figures measure zswap, not zram. zfolio never enables it\n");
 }
 
 /* A zram device to use: one with no disk size, else one hot-added. */
@@ -526,8 +531,8 @@ struct size_stats {
 	uint64_t v[8];
 };
 static const char *const size_stat_names[8] = {
-	"anon_fault_alloc", "anon_fault_fallback", "swpout",	     "swpout_fallback",
-	"swpin",	    "swpin_fallback",	   "swpin_fallback_charge", "split",
+	"anon_fault_alloc", "anon_fault_fallback",   "swpout", "swpout_fallback", "swpin",
+	"swpin_fallback",   "swpin_fallback_charge", "split",
 };
 enum { S_FAULT_ALLOC, S_FAULT_FALLBACK, S_SWPOUT, S_SWPOUT_FB, S_SWPIN, S_SWPIN_FB };
 
@@ -563,8 +568,9 @@ static void read_mm_stat(uint64_t v[8])
 	zram_path(path, sizeof(path), "mm_stat");
 	if (read_text(path, text, sizeof(text)))
 		return;
-	sscanf(text, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-		     " %" SCNu64 " %" SCNu64,
+	sscanf(text,
+	       "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+	       " %" SCNu64,
 	       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
 }
 
@@ -573,7 +579,8 @@ void pageout_kernel(const struct pageout_job *job, struct pageout_result *res)
 	const struct pageout_config *c = &res->cfg;
 	const uint64_t units = job->size / c->unit, pages = job->size / ZF_PAGE_SIZE;
 	const int large = c->unit > ZF_PAGE_SIZE;
-	uint64_t mm[8], swap_min_kb = UINT64_MAX, rss_max_kb = 0, maj0 = 0, maj1, pswpout0 = 0, pswpin0 = 0;
+	uint64_t mm[8], swap_min_kb = UINT64_MAX, rss_max_kb = 0, maj0 = 0, maj1, pswpout0 = 0,
+			pswpin0 = 0;
 	struct size_stats s0, s1, f0;
 	uint8_t *base;
 	char ub[16];
@@ -652,20 +659,25 @@ void pageout_kernel(const struct pageout_job *job, struct pageout_result *res)
 	res->faults = (maj1 - maj0) / (uint64_t)job->iterations;
 	if (swap_min_kb * 1024 < job->size) {
 		fprintf(stderr,
-			"zfolio: note: kernel %s %s: MADV_PAGEOUT left pages resident: %llu of %llu "
+			"zfolio: note: kernel %s %s: MADV_PAGEOUT left pages resident: %llu of "
+			"%llu "
 			"kB swapped out in the worst iteration\n",
 			c->codec, ub, (unsigned long long)swap_min_kb,
 			(unsigned long long)(job->size >> 10));
 		res->degraded = 1;
 	}
 	if (large) {
-		const uint64_t out = s1.v[S_SWPOUT] - s0.v[S_SWPOUT], in = s1.v[S_SWPIN] - s0.v[S_SWPIN];
+		const uint64_t out = s1.v[S_SWPOUT] - s0.v[S_SWPOUT],
+			       in = s1.v[S_SWPIN] - s0.v[S_SWPIN];
 
 		if (in == 0) {
 			fprintf(stderr,
-				"zfolio: WARNING: kernel %s %s: DEGRADED. The kernel swapped %llu %s "
-				"folios out but brought none back in at %s (swpin 0, swpin_fallback "
-				"%llu): it swaps them in page by page, as it does until the next boot "
+				"zfolio: WARNING: kernel %s %s: DEGRADED. The kernel swapped %llu "
+				"%s "
+				"folios out but brought none back in at %s (swpin 0, "
+				"swpin_fallback "
+				"%llu): it swaps them in page by page, as it does until the next "
+				"boot "
 				"once zswap has been enabled. These kernel swap-in figures are not "
 				"those of large-folio swap-in\n",
 				c->codec, ub, (unsigned long long)out, ub, ub,
@@ -674,7 +686,8 @@ void pageout_kernel(const struct pageout_job *job, struct pageout_result *res)
 		} else if (out < units * (uint64_t)job->iterations ||
 			   in < units * (uint64_t)job->iterations) {
 			fprintf(stderr,
-				"zfolio: note: kernel %s %s: %llu %s folios out and %llu in over %d "
+				"zfolio: note: kernel %s %s: %llu %s folios out and %llu in over "
+				"%d "
 				"iterations of %llu units: some went out or came in smaller\n",
 				c->codec, ub, (unsigned long long)out, ub, (unsigned long long)in,
 				job->iterations, (unsigned long long)units);
