@@ -628,18 +628,22 @@ typedef struct zf_region zf_region;
 
 enum zf_fault_mode {
 	/*
-	 * Fault-service threads read the userfaultfd and serve each fault: fully
+	 * The default. Fault-service threads read the userfaultfd and serve each fault:
 	 * transparent (system calls that read or write evicted memory work), at the cost
-	 * of a cross-thread wakeup per fault (~14 us on a 2-vCPU VM).
+	 * of a cross-thread wakeup per fault. (Where the kernel grants userfaultfd only
+	 * with UFFD_USER_MODE_ONLY - unprivileged, without /dev/userfaultfd access - system
+	 * calls into evicted memory fail with EFAULT in this mode too.)
 	 */
 	ZF_FAULT_THREAD = 0,
 	/*
 	 * UFFD_FEATURE_SIGBUS: the faulting thread serves its own fault in a SIGBUS handler
 	 * that zfolio installs (chaining to the program's handler for addresses outside
-	 * every region). No wakeup: 3-4x faster at 4 KiB. Costs: a system call that touches
-	 * evicted memory from the kernel (read(2) into it, O_DIRECT, /proc/PID/mem) fails
-	 * with EFAULT instead of faulting it in; the program must not block SIGBUS in threads
-	 * that touch the region, nor replace zfolio's handler while a region exists.
+	 * every region). No wakeup: swapping 100 MiB of redis in took 615 ms instead of 982
+	 * at 4 KiB units, 213 instead of 294 at 64 KiB (2-vCPU VM, bench/results/region.md).
+	 * Not the default, for what it costs: a system call that touches evicted memory
+	 * from the kernel (read(2) into it, O_DIRECT, /proc/PID/mem) fails with EFAULT
+	 * instead of faulting it in; the program must not block SIGBUS in threads that
+	 * touch the region, nor replace zfolio's handler while a region exists.
 	 */
 	ZF_FAULT_SIGBUS = 1,
 };
