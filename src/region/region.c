@@ -969,6 +969,19 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 			resident_add(r, -1);
 		return RETRY;
 	}
+	/*
+	 * Between the look above and the claim, another fault's per-page swap-in may have
+	 * made the unit partial (or an eviction whole again): the residency reserved and
+	 * the duplicate check below go by it, so a changed unit is looked at again. (Eight
+	 * threads faulting one page under TSan brought that page in twice.)
+	 */
+	if (((atomic_load_explicit(&r->state[u], memory_order_acquire) & F_PARTIAL) != 0) !=
+	    partial) {
+		if (!partial)
+			resident_add(r, -1);
+		unit_release(r, u, ST_EVICTED, 0, 0);
+		return RETRY;
+	}
 	if (per_page && partial) {
 		unsigned char in;
 
