@@ -4,7 +4,7 @@
  * A region is an anonymous mapping registered with a userfaultfd in MISSING and WP modes.
  * Each unit (4 KiB..2 MiB) has one 32-bit state word, changed only by compare-and-swap:
  *
- *   EMPTY --first touch: zeros--> RESIDENT --evict--> EVICTING --stored, dropped--> EVICTED
+ *   EMPTY --first touch: zero page--> RESIDENT --evict--> EVICTING --stored, dropped--> EVICTED
  *     ^                                 ^  |                   |                          |
  *     |                                 |  +--store refused----+                          |
  *     +--- madvise(DONTNEED) ---        +------------- LOADING <---- fault / readahead ---+
@@ -79,7 +79,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <ucontext.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1132,8 +1131,6 @@ static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_
 }
 
 static const uint8_t zero_page[RG_PAGE] __attribute__((aligned(RG_PAGE)));
-/* Zeros for a whole unit, the source of a write fault's fresh pages (bss, never written). */
-static uint8_t zero_unit[ZF_UNIT_MAX] __attribute__((aligned(RG_PAGE)));
 
 /* Whether page (of unit u, being evicted) was present at the eviction's snapshot. */
 static int dropped_meanwhile(zf_region *r, uint64_t u, const uint8_t *page)
@@ -1149,9 +1146,9 @@ static int dropped_meanwhile(zf_region *r, uint64_t u, const uint8_t *page)
 
 /*
  * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
- * known, wp = -1; write: the access was a write). Never blocks.
+ * known, wp = -1). Never blocks.
  */
-static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp, int write,
+static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
 			       int internal)
 {
 	uint64_t u;
@@ -1220,18 +1217,7 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			resident_add(r, -1);
 			return RETRY;
 		}
-		/*
-		 * A read maps the zero page (no memory, as the kernel does). A write gets
-		 * the unit's pages at once, zeroed: with the zero page, each page's first
-		 * write would be one more fault, a copy and a TLB flush of every CPU the
-		 * program runs on. On the 2-vCPU VM of bench/results/pageout.md, a memcpy()
-		 * of 100 MiB into an empty region took 1484 -> 918 ms at 4k units, 557 ->
-		 * 220-340 ms at 64k (thread mode), 406 -> 168 ms at 64k with SIGBUS.
-		 */
-		if (write)
-			ret = place(r, unit_addr(r, u), zero_unit, r->unit, 0);
-		else
-			ret = zero_fill(r, unit_addr(r, u), r->unit);
+		ret = zero_fill(r, unit_addr(r, u), r->unit);
 		pthread_rwlock_unlock(&r->read_lock);
 		if (ret) {
 			resident_add(r, -1);
@@ -1695,18 +1681,17 @@ static void *service_main(void *arg)
 			uint8_t *addr;
 			uint64_t t0;
 			enum serve_result res;
-			int internal, wp, write;
+			int internal, wp;
 
 			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			wp = (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
-			write = (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
 			addr = (uint8_t *)(uintptr_t)msgs[i].arg.pagefault.address;
 			t0 = now_ns();
 			internal = internal_thread_is((int32_t)msgs[i].arg.pagefault.feat.ptid);
-			res = serve(r, c, addr, wp, write, internal);
+			res = serve(r, c, addr, wp, internal);
 			if (res == RETRY) {
-				res = serve(r, c, addr, wp, write, internal);
+				res = serve(r, c, addr, wp, internal);
 				if (res == RETRY)
 					retry[nretry++] = (uintptr_t)addr;
 			}
@@ -1824,13 +1809,6 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 	const int saved_errno = errno;
 	uint8_t *addr = si->si_addr;
 	int in_region = 0; /* a region's, which failed: no waiting for moved memory */
-	/* The page-fault error code tells a write (x86: bit 1); elsewhere, a read. */
-#if defined(__x86_64__) && defined(REG_ERR)
-	const int write = uc && (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
-#else
-	const int write = 0;
-	(void)uc;
-#endif
 
 	if (si->si_code == BUS_ADRERR) {
 		for (int i = 0; i < RG_MAX_REGIONS; i++) {
@@ -1856,7 +1834,7 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 				uint64_t u = (uint64_t)(addr - r->base) >> (r->order + 12);
 				uint32_t seen;
 
-				res = serve(r, c, addr, -1, write, internal_thread_is_me());
+				res = serve(r, c, addr, -1, internal_thread_is_me());
 				if (res == SERVED || res == FAILED || res == GONE)
 					break;
 				if (atomic_load_explicit(&r->dying, memory_order_acquire)) {
