@@ -348,9 +348,10 @@ ZF_API int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_
  * calling thread meanwhile (so the caller is an engine too, and a batch never waits for
  * a busy engine to come back). With N = 0 the jobs run in the caller, inside wait.
  *
- * Jobs are taken one at a time: no lock is held across a batch, so a small urgent batch
- * (the decompress of a fault) never waits behind the compressions of a 2 MiB folio.
- * ZF_BATCH_URGENT batches go to the head of the queue.
+ * An engine takes about 64 KiB of data at a time (one job, or several small ones): no
+ * lock is held across a batch, so a small urgent batch (the decompress of a fault) never
+ * waits behind the compressions of a 2 MiB folio. ZF_BATCH_URGENT batches go to the head
+ * of the queue.
  *
  * Thread safety: a zf_engines is safe from any thread; a zf_batch belongs to one thread
  * at a time. The jobs array and buffers must stay valid until wait returns.
@@ -377,6 +378,15 @@ typedef struct zf_job {
 	size_t dst_cap;
 	int status; /* out: length (> 0) or -errno */
 	uint64_t checksum; /* out, with ZF_JOB_CHECKSUM */
+	/*
+	 * Optional, as an acomp request's callback: called once the job has run (status and
+	 * checksum set, whatever the status), by the thread that ran it, before the job counts
+	 * as done. It may set status to an error of its own, which then counts as the job's.
+	 * Jobs of one batch complete concurrently in different threads. It lets the output be
+	 * used where it was made: a store copies each compressed unit into its pool there.
+	 */
+	void (*complete)(struct zf_job *job);
+	void *priv; /* the caller's, for complete */
 } zf_job;
 
 #define ZF_ENGINES_MAX 64

@@ -26,8 +26,8 @@ uint64_t engine_contexts_created(zf_engines *engines);
 
 /*
  * Runs a valid job (codec, buffers and op checked) with ctx, a context for its codec,
- * in the calling thread, as an engine runs it: status, and the checksum when asked.
- * Returns the status. For callers that decide a batch is too small to hand over.
+ * in the calling thread, as an engine runs it: status, the checksum when asked, then its
+ * completion. Returns the status it ends with. For callers that decide a batch is too small to hand over.
  */
 int engine_job_run(zf_codec_ctx *ctx, zf_job *job);
 

@@ -5,7 +5,8 @@
  * queue order (an urgent batch is taken before a big normal batch queued ahead of it, and
  * a small batch never waits behind it), made deterministic with the engines' internal job
  * budget rather than with timing; destroy with idle engines, with work queued and with
- * engines running; per-thread context reuse; exact counters with several submitters.
+ * engines running; per-thread context reuse; exact counters with several submitters;
+ * completion callbacks, once per job, in the thread that ran it.
  *
  * cmocka's asserts only run in the main thread: helper threads record what they saw.
  */
@@ -14,6 +15,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -374,6 +376,84 @@ static void test_no_help_and_checksum(void **state)
 	}
 	free(src);
 	free(dst);
+}
+
+/* What the completion callback saw (jobs complete in several threads at once). */
+struct completion_log {
+	zf_job *jobs;
+	pthread_t caller;
+	atomic_uint calls[512];
+	atomic_uint in_caller, status_bad, checksum_bad;
+};
+
+static void log_completion(zf_job *job)
+{
+	struct completion_log *log = job->priv;
+	const size_t i = (size_t)(job - log->jobs);
+
+	atomic_fetch_add(&log->calls[i], 1);
+	if (pthread_equal(pthread_self(), log->caller))
+		atomic_fetch_add(&log->in_caller, 1);
+	if (job->status <= 0)
+		atomic_fetch_add(&log->status_bad, 1);
+	else if (job->checksum != XXH3_64bits(job->dst, (size_t)job->status))
+		atomic_fetch_add(&log->checksum_bad, 1);
+	if (i % 100 == 7)
+		job->status = -EIO; /* what the callback did with the output failed */
+}
+
+/*
+ * A job's completion runs once, after the job, in the thread that ran it (with NO_HELP
+ * and engines: never the waiter), sees the status and checksum, and an error it sets
+ * counts as the job's. The engines claim small jobs several at a time: every job of a
+ * 512-job batch must still complete exactly once.
+ */
+static void test_completion(void **state)
+{
+	const zf_codec *codec = codec_or_null("lz4");
+	static struct completion_log log;
+	struct work w;
+
+	(void)state;
+	if (!codec)
+		skip();
+	work_init(&w, codec, FOLIO, 4096, 31);
+	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
+		for (unsigned flags = 0; flags <= ZF_BATCH_NO_HELP; flags += ZF_BATCH_NO_HELP) {
+			zf_engines *e = new_engines(n_engines);
+			zf_batch *b = new_batch(e, flags);
+			unsigned failed = 0;
+
+			memset(&log, 0, sizeof(log));
+			log.jobs = w.cjobs;
+			log.caller = pthread_self();
+			for (size_t i = 0; i < w.units; i++) {
+				w.cjobs[i].flags = ZF_JOB_CHECKSUM;
+				w.cjobs[i].complete = log_completion;
+				w.cjobs[i].priv = &log;
+				w.cjobs[i].status = INT_MIN;
+				failed += i % 100 == 7;
+			}
+			assert_int_equal(zf_batch_run(b, w.cjobs, w.units), (int)failed);
+			for (size_t i = 0; i < w.units; i++) {
+				assert_int_equal(atomic_load(&log.calls[i]), 1);
+				if (i % 100 == 7)
+					assert_int_equal(w.cjobs[i].status, -EIO);
+				else
+					assert_true(w.cjobs[i].status > 0);
+			}
+			assert_int_equal(atomic_load(&log.status_bad), 0);
+			assert_int_equal(atomic_load(&log.checksum_bad), 0);
+			if (n_engines && (flags & ZF_BATCH_NO_HELP))
+				assert_int_equal(atomic_load(&log.in_caller), 0);
+			if (!n_engines)
+				assert_int_equal(atomic_load(&log.in_caller), w.units);
+			check_stats(e, 1, w.units, failed);
+			zf_batch_destroy(b);
+			zf_engines_destroy(e);
+		}
+	}
+	work_free(&w);
 }
 
 static void test_batch_reuse(void **state)
@@ -801,6 +881,7 @@ int main(void)
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_batch_reuse),
 		cmocka_unit_test(test_no_help_and_checksum),
+		cmocka_unit_test(test_completion),
 		cmocka_unit_test(test_urgent_first),
 		cmocka_unit_test(test_urgent_from_thread),
 		cmocka_unit_test(test_destroy_with_work),
