@@ -23,11 +23,13 @@
  * of them, before any is in the table, then the units they replaced, all of them. A
  * snapshot never shows half a folio (between the two it shows both versions).
  *
- * Engines. With engines, a put of 256 KiB of units or more queues them as four batches
- * and stores the first batch's units (pool, copy) while the engines compress the rest;
- * the engines return an XXH3 of each output with it. The putting thread compresses too,
- * unless the engines are as many as the CPUs. Smaller puts compress in the caller: the
- * handoff costs more than it saves. A get never goes through the engines: it decompresses
+ * Engines. With engines, a put of 256 KiB of units or more queues them as one batch.
+ * Each job's completion stores its unit (pool allocation, copy, checksum) in the thread
+ * that compressed it, while the bytes are in that CPU's cache: done by the putting
+ * thread after the engines, the copies of other CPUs' output took a quarter of a 2 MiB
+ * lz4 put. The putting thread compresses too, unless the engines are as many as the
+ * CPUs; it makes the entries meanwhile. Smaller puts compress in the caller, each unit
+ * stored right after its compression: the handoff costs more than it saves. A get never goes through the engines: it decompresses
  * in its own thread, with a context kept per thread, so it never waits behind a 2 MiB
  * folio's compressions (the lesson of the Linux IAA batching series).
  *
@@ -61,7 +63,6 @@
 #define STORE_MIN_BUCKETS 64u
 #define STORE_CACHED_CTX 16u /* put/get working sets kept for reuse */
 #define WRITEBACK_BATCH 32u
-#define STORE_CHUNKS 4u /* batches a put's units go to the engines in */
 #define STORE_ENGINES_MIN ((size_t)256 << 10) /* bytes: less is compressed in the caller */
 
 enum entry_kind { ENTRY_POOL = 0, ENTRY_SAME = 1, ENTRY_BACKING = 2 };
@@ -97,11 +98,10 @@ struct shard {
 /* What a put or a get works with; kept on a stack for the next caller. */
 struct workset {
 	struct workset *next;
-	zf_batch *batch[STORE_CHUNKS]; /* a put's parts */
-	zf_codec_ctx *ctx; /* a get's decompressor, a verify's */
-	uint8_t *
-		buf; /* ZF_UNIT_MAX: a put's compressed units; a get's read from the backing file */
-	uint8_t *check; /* ZF_UNIT_MAX: verify's and partial loads' scratch */
+	zf_batch *batch; /* a put's jobs, with engines */
+	zf_codec_ctx *ctx; /* the putting thread's compressor */
+	uint8_t *buf; /* ZF_UNIT_MAX: a put's compressed units */
+	uint8_t *check; /* ZF_UNIT_MAX: verify's decompressed units */
 	zf_job jobs[ZF_UNIT_MAX / STORE_PAGE];
 };
 
@@ -149,8 +149,7 @@ static void workset_destroy(struct workset *w)
 {
 	if (!w)
 		return;
-	for (unsigned c = 0; c < STORE_CHUNKS; c++)
-		zf_batch_destroy(w->batch[c]);
+	zf_batch_destroy(w->batch);
 	zf_codec_ctx_destroy(w->ctx);
 	free(w->buf);
 	free(w->check);
@@ -160,7 +159,6 @@ static void workset_destroy(struct workset *w)
 static struct workset *workset_get(zf_store *s)
 {
 	struct workset *w;
-	int failed = 0;
 
 	pthread_mutex_lock(&s->ws_lock);
 	w = s->ws_free;
@@ -176,9 +174,8 @@ static struct workset *workset_get(zf_store *s)
 		return NULL;
 	w->buf = malloc(ZF_UNIT_MAX);
 	w->check = malloc(ZF_UNIT_MAX);
-	for (unsigned c = 0; c < STORE_CHUNKS; c++)
-		failed |= zf_batch_create(s->engines, s->batch_flags, &w->batch[c]) != 0;
-	if (failed || !w->buf || !w->check || zf_codec_ctx_create(s->codec, &w->ctx)) {
+	if (zf_batch_create(s->engines, s->batch_flags, &w->batch) || !w->buf || !w->check ||
+	    zf_codec_ctx_create(s->codec, &w->ctx)) {
 		workset_destroy(w);
 		return NULL;
 	}
@@ -665,6 +662,78 @@ static int admit(zf_store *s)
 }
 
 /* -------------------------------------------------------------------------------- */
+/* Per-thread contexts                                                              */
+/* -------------------------------------------------------------------------------- */
+
+/*
+ * A get's working memory, per thread: a context for the last codec it decompressed, and
+ * (made on the first partial load or backing read, kept until the thread exits) room for
+ * a unit and for its stored bytes. Per thread, not from the worksets' stack: a 4 KiB get
+ * takes about two microseconds, and the stack's lock and cache misses were a tenth of it.
+ */
+struct get_ctx {
+	const zf_codec *codec;
+	zf_codec_ctx *ctx;
+	uint8_t *unit, *stored; /* ZF_UNIT_MAX each */
+};
+
+static pthread_key_t get_key;
+static pthread_once_t get_key_once = PTHREAD_ONCE_INIT;
+static int get_key_ok;
+
+static void get_ctx_free(void *p)
+{
+	struct get_ctx *g = p;
+
+	zf_codec_ctx_destroy(g->ctx);
+	free(g->unit);
+	free(g->stored);
+	free(g);
+}
+
+static void get_key_make(void)
+{
+	get_key_ok = pthread_key_create(&get_key, get_ctx_free) == 0;
+}
+
+/* This thread's get context for codec, with scratch room if asked; NULL: no memory. */
+static struct get_ctx *get_ctx_of(const zf_codec *codec, int scratch)
+{
+	struct get_ctx *g;
+
+	pthread_once(&get_key_once, get_key_make);
+	if (!get_key_ok)
+		return NULL;
+	g = pthread_getspecific(get_key);
+	if (!g) {
+		g = calloc(1, sizeof(*g));
+		if (!g || pthread_setspecific(get_key, g)) {
+			free(g);
+			return NULL;
+		}
+	}
+	if (g->codec != codec) {
+		zf_codec_ctx_destroy(g->ctx);
+		g->ctx = NULL;
+		g->codec = NULL;
+		if (zf_codec_ctx_create(codec, &g->ctx))
+			return NULL;
+		g->codec = codec;
+	}
+	if (scratch && !g->unit) {
+		g->unit = malloc(ZF_UNIT_MAX);
+		g->stored = malloc(ZF_UNIT_MAX);
+		if (!g->unit || !g->stored) {
+			free(g->unit);
+			free(g->stored);
+			g->unit = g->stored = NULL;
+			return NULL;
+		}
+	}
+	return g;
+}
+
+/* -------------------------------------------------------------------------------- */
 /* Put                                                                              */
 /* -------------------------------------------------------------------------------- */
 
@@ -672,7 +741,19 @@ struct unit_out {
 	uint64_t where; /* handle or same-filled value */
 	uint32_t clen;
 	uint8_t kind, raw;
+	uint8_t compress_failed; /* status came from the codec or verify: reject_compress_fail */
+	int status; /* 0, or why the unit fails the put */
 	uint64_t checksum;
+};
+
+/* What a put's jobs share, for their completion (unit_compressed). */
+struct put_ctx {
+	zf_store *s;
+	const uint8_t *src;
+	uint32_t unit;
+	struct unit_out *out;
+	uint8_t *check; /* verify's room: check + index * stride */
+	size_t stride; /* 0 when the units are compressed one after another in one thread */
 };
 
 /* Frees the pool objects a failed put allocated. */
@@ -685,65 +766,70 @@ static void put_undo(zf_store *s, const struct unit_out *u, unsigned n)
 }
 
 /*
- * Stores units [from, to) of a put whose compress jobs are done: each compressed unit
- * (or, when it did not compress, the raw unit) goes into the pool with its checksum.
- * Returns 0, or the error that fails the put (the caller frees what was allocated).
+ * Stores unit i of a put once its compress job j has run (j NULL: it is stored raw): the
+ * compressed bytes, or the raw unit when they did not fit, go into the pool with their
+ * checksum. Sets the unit's status: 0, or the error that fails the put (the caller frees
+ * what was allocated).
  */
-static int store_units(zf_store *s, struct workset *w, const uint8_t *src, uint32_t unit,
-		       struct unit_out *out, const uint16_t *job_of, unsigned from, unsigned to,
-		       unsigned *poor, unsigned *cfail)
+static void pool_store_unit(const struct put_ctx *pc, unsigned i, const zf_job *j)
 {
-	for (unsigned i = from; i < to; i++) {
-		const zf_job *j;
-		const void *data;
+	zf_store *s = pc->s;
+	struct unit_out *u = &pc->out[i];
+	const uint8_t *src = pc->src + (size_t)i * pc->unit;
+	const void *data;
 
-		if (out[i].kind != ENTRY_POOL)
-			continue; /* same-filled: no job, no pool */
-		j = out[i].raw ? NULL : &w->jobs[job_of[i]];
-		if (!j || j->status == -E2BIG) {
-			if (s->o.reject_incompressible) {
-				(*poor)++;
-				return -E2BIG;
+	if (!j || j->status == -E2BIG) {
+		if (s->o.reject_incompressible) {
+			u->status = -E2BIG;
+			return;
+		}
+		u->raw = 1;
+		u->clen = pc->unit;
+		data = src;
+	} else if (j->status < 0) {
+		u->compress_failed = 1;
+		u->status = j->status == -ENOMEM ? -ENOMEM : -EIO;
+		return;
+	} else {
+		struct get_ctx *g;
+		uint8_t *check = pc->check + i * pc->stride;
+
+		u->clen = (uint32_t)j->status;
+		data = j->dst;
+		if (s->o.verify) {
+			g = get_ctx_of(s->codec, 0);
+			if (!g) {
+				u->status = -ENOMEM;
+				return;
 			}
-			out[i].raw = 1;
-			out[i].clen = unit;
-			data = src + (size_t)i * unit;
-		} else if (j->status < 0) {
-			(*cfail)++;
-			return j->status == -ENOMEM ? -ENOMEM : -EIO;
-		} else {
-			out[i].clen = (uint32_t)j->status;
-			data = j->dst;
-			if (s->o.verify && (zf_codec_decompress(w->ctx, data, out[i].clen, w->check,
-								unit) != (int)unit ||
-					    memcmp(w->check, j->src, unit))) {
-				(*cfail)++;
-				return -EIO;
+			if (zf_codec_decompress(g->ctx, data, u->clen, check, pc->unit) !=
+				    (int)pc->unit ||
+			    memcmp(check, src, pc->unit)) {
+				u->compress_failed = 1;
+				u->status = -EIO;
+				return;
 			}
 		}
-		out[i].checksum = j && !out[i].raw ? j->checksum : XXH3_64bits(data, out[i].clen);
-		if (zf_pool_alloc(s->pool, out[i].clen, &out[i].where)) {
-			out[i].where = 0;
-			return -ENOMEM;
-		}
-		zf_pool_write(s->pool, out[i].where, data, out[i].clen);
 	}
-	return 0;
+	u->checksum = j && !u->raw ? j->checksum : XXH3_64bits(data, u->clen);
+	if (zf_pool_alloc(s->pool, u->clen, &u->where)) {
+		u->where = 0;
+		u->status = -ENOMEM;
+		return;
+	}
+	zf_pool_write(s->pool, u->where, data, u->clen);
+}
+
+/* A put's compress job is done: its unit is stored by the thread that compressed it. */
+static void unit_compressed(zf_job *j)
+{
+	const struct put_ctx *pc = j->priv;
+
+	pool_store_unit(pc, (unsigned)(((const uint8_t *)j->src - pc->src) / pc->unit), j);
 }
 
 static long drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
 		       struct counters *delta);
-
-/*
- * Runs a put's jobs in the calling thread, as an engine would. A handoff to the engines
- * and back costs tens of microseconds on this VM: less than STORE_ENGINES_MIN bytes of
- * compression (a 64 KiB folio, ~80 us of lz4) does not pay for it.
- */
-static void compress_inline(struct workset *w, unsigned njobs)
-{
-	for (unsigned i = 0; i < njobs; i++)
-		engine_job_run(w->ctx, &w->jobs[i]);
-}
 
 /* n zeroed entries into ents; on failure none (ents[0] NULL) and -ENOMEM. */
 static int entries_alloc(struct entry **ents, unsigned n)
@@ -765,12 +851,12 @@ int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio,
 	const uint8_t *src = folio;
 	struct unit_out out[ZF_UNIT_MAX / STORE_PAGE];
 	struct entry *ents[ZF_UNIT_MAX / STORE_PAGE] = { NULL };
-	uint16_t job_of[ZF_UNIT_MAX / STORE_PAGE];
 	struct counters delta;
+	struct put_ctx pc;
 	uint32_t unit, order, threshold;
-	unsigned n, njobs = 0, poor = 0, cfail = 0;
+	unsigned n, njobs = 0;
 	struct workset *w;
-	int ret = 0;
+	int ret;
 
 	RETURN_IF(!s || !folio || len < STORE_PAGE || len > ZF_UNIT_MAX || (len & (len - 1)),
 		  -EINVAL);
@@ -782,12 +868,13 @@ int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio,
 	threshold = (uint32_t)((uint64_t)unit * s->o.incompressible_pct / 100);
 	w = workset_get(s);
 	RETURN_IF(!w, -ENOMEM);
+	pc = (struct put_ctx){ s, src, unit, out, w->check, unit };
 
-	/* Same-filled units need no compression; the rest go to the engines as one batch. */
+	/* Same-filled units need no compression; the rest are jobs, stored as they complete. */
+	memset(out, 0, n * sizeof(out[0]));
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t v;
 
-		memset(&out[i], 0, sizeof(out[i]));
 		if (zf_same_filled(src + (size_t)i * unit, unit, &v)) {
 			out[i].kind = ENTRY_SAME;
 			out[i].where = v;
@@ -795,11 +882,11 @@ int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio,
 		}
 		out[i].kind = ENTRY_POOL;
 		if (threshold <= 1) {
-			out[i].raw = 1; /* incompressible_pct 0: nothing is worth compressing */
+			pool_store_unit(&pc, i,
+					NULL); /* incompressible_pct 0: nothing is worth it */
 			continue;
 		}
 		/* Compressed only when shorter than the threshold: at most threshold - 1. */
-		job_of[i] = (uint16_t)njobs;
 		w->jobs[njobs++] = (zf_job){ .codec = s->codec,
 					     .op = ZF_JOB_COMPRESS,
 					     .flags = ZF_JOB_CHECKSUM,
@@ -807,53 +894,44 @@ int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio,
 					     .src_len = unit,
 					     .dst = w->buf + (size_t)i * unit,
 					     .dst_cap = threshold - 1,
-					     .status = 0 };
+					     .complete = unit_compressed,
+					     .priv = &pc };
 	}
-	/*
-	 * With engines, the jobs go as STORE_CHUNKS batches, all queued at once: while the
-	 * engines compress the later ones, the caller makes the entries and stores the units
-	 * of the earlier ones (pool, copy), so that only the last chunk's storing is left
-	 * when the engines are done.
-	 */
 	if (njobs >= 2 && (size_t)njobs * unit >= STORE_ENGINES_MIN &&
 	    zf_engines_count(s->engines)) {
-		const unsigned chunks = ZF_MIN(njobs, STORE_CHUNKS);
-		unsigned u = 0;
-
-		for (unsigned c = 0; c < chunks; c++) {
-			const unsigned first = njobs * c / chunks, end = njobs * (c + 1) / chunks;
-
-			zf_batch_submit(w->batch[c], w->jobs + first, end - first);
+		zf_batch_submit(w->batch, w->jobs, njobs);
+		ret = entries_alloc(ents, n);
+		zf_batch_wait(w->batch);
+	} else {
+		/*
+		 * One after another in this thread, through one buffer that stays in the cache
+		 * (each unit leaves it for the pool as soon as it is compressed).
+		 */
+		pc.stride = 0;
+		for (unsigned k = 0; k < njobs; k++) {
+			w->jobs[k].dst = w->buf;
+			engine_job_run(w->ctx, &w->jobs[k]);
 		}
 		ret = entries_alloc(ents, n);
-		for (unsigned c = 0; c < chunks; c++) {
-			const unsigned end = njobs * (c + 1) / chunks;
-			unsigned u_end = u;
-
-			zf_batch_wait(w->batch[c]);
-			while (u_end < n && (c == chunks - 1 || out[u_end].kind != ENTRY_POOL ||
-					     out[u_end].raw || job_of[u_end] < end))
-				u_end++;
-			if (!ret)
-				ret = store_units(s, w, src, unit, out, job_of, u, u_end, &poor,
-						  &cfail);
-			u = u_end;
-		}
-	} else {
-		compress_inline(w, njobs);
-		ret = store_units(s, w, src, unit, out, job_of, 0, n, &poor, &cfail);
-		if (!ret)
-			ret = entries_alloc(ents, n);
 	}
 	workset_put(s, w);
+	for (unsigned i = 0; i < n && !ret; i++)
+		ret = out[i].status;
 	if (ret) {
+		unsigned k = 0;
+
+		while (k < n && !out[k].status)
+			k++;
 		if (ents[0])
 			for (unsigned i = 0; i < n; i++)
 				free(ents[i]);
 		put_undo(s, out, n);
+		/* The first unit that failed says why the folio was refused, as a serial put would. */
 		pthread_mutex_lock(&s->stats_lock);
-		s->n.reject_compress_poor += poor;
-		s->n.reject_compress_fail += cfail;
+		if (k < n) {
+			s->n.reject_compress_poor += out[k].status == -E2BIG;
+			s->n.reject_compress_fail += out[k].compress_failed;
+		}
 		s->n.reject_alloc_fail += ret == -ENOMEM;
 		pthread_mutex_unlock(&s->stats_lock);
 		return ret;
@@ -930,74 +1008,6 @@ static void fill_same(void *dst, size_t len, uint64_t v)
 
 	for (size_t i = 0; i < len / 8; i++)
 		p[i] = v;
-}
-
-/*
- * A get's working memory, per thread: a context for the last codec it decompressed, and
- * (made on the first partial load or backing read, kept until the thread exits) room for
- * a unit and for its stored bytes. Per thread, not from the worksets' stack: a 4 KiB get
- * takes about two microseconds, and the stack's lock and cache misses were a tenth of it.
- */
-struct get_ctx {
-	const zf_codec *codec;
-	zf_codec_ctx *ctx;
-	uint8_t *unit, *stored; /* ZF_UNIT_MAX each */
-};
-
-static pthread_key_t get_key;
-static pthread_once_t get_key_once = PTHREAD_ONCE_INIT;
-static int get_key_ok;
-
-static void get_ctx_free(void *p)
-{
-	struct get_ctx *g = p;
-
-	zf_codec_ctx_destroy(g->ctx);
-	free(g->unit);
-	free(g->stored);
-	free(g);
-}
-
-static void get_key_make(void)
-{
-	get_key_ok = pthread_key_create(&get_key, get_ctx_free) == 0;
-}
-
-/* This thread's get context for codec, with scratch room if asked; NULL: no memory. */
-static struct get_ctx *get_ctx_of(const zf_codec *codec, int scratch)
-{
-	struct get_ctx *g;
-
-	pthread_once(&get_key_once, get_key_make);
-	if (!get_key_ok)
-		return NULL;
-	g = pthread_getspecific(get_key);
-	if (!g) {
-		g = calloc(1, sizeof(*g));
-		if (!g || pthread_setspecific(get_key, g)) {
-			free(g);
-			return NULL;
-		}
-	}
-	if (g->codec != codec) {
-		zf_codec_ctx_destroy(g->ctx);
-		g->ctx = NULL;
-		g->codec = NULL;
-		if (zf_codec_ctx_create(codec, &g->ctx))
-			return NULL;
-		g->codec = codec;
-	}
-	if (scratch && !g->unit) {
-		g->unit = malloc(ZF_UNIT_MAX);
-		g->stored = malloc(ZF_UNIT_MAX);
-		if (!g->unit || !g->stored) {
-			free(g->unit);
-			free(g->stored);
-			g->unit = g->stored = NULL;
-			return NULL;
-		}
-	}
-	return g;
 }
 
 /*
