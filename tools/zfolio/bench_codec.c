@@ -239,11 +239,6 @@ static void run_case(const zf_image *img, const zf_codec *codec, struct unit_pla
 	free(td);
 }
 
-static double mbps(uint64_t bytes, double s)
-{
-	return s > 0 ? (double)bytes / 1e6 / s : 0;
-}
-
 static double ratio_of(const struct codec_result *r)
 {
 	return r->compr_bytes ? (double)r->orig_bytes / (double)r->compr_bytes : INFINITY;
@@ -271,10 +266,10 @@ static void print_json(const struct codec_result *r)
 	       (unsigned long long)r->orig_bytes, (unsigned long long)r->compr_bytes, ratio_of(r),
 	       (unsigned long long)r->pages, (unsigned long long)r->same_filled_pages,
 	       (unsigned long long)r->units, (unsigned long long)r->incompressible_units,
-	       incompressible_pct(r), mbps(r->comp_bytes_in, r->comp_s_median),
-	       mbps(r->decomp_bytes_out, r->decomp_s_median),
-	       mbps(r->comp_bytes_in, r->comp_s_best), mbps(r->decomp_bytes_out, r->decomp_s_best),
-	       r->repeat);
+	       incompressible_pct(r), cli_mbps(r->comp_bytes_in, r->comp_s_median),
+	       cli_mbps(r->decomp_bytes_out, r->decomp_s_median),
+	       cli_mbps(r->comp_bytes_in, r->comp_s_best),
+	       cli_mbps(r->decomp_bytes_out, r->decomp_s_best), r->repeat);
 }
 
 static const char csv_header[] =
@@ -289,10 +284,10 @@ static void print_csv(const struct codec_result *r)
 	       (unsigned long long)r->compr_bytes, ratio_of(r), (unsigned long long)r->pages,
 	       (unsigned long long)r->same_filled_pages, (unsigned long long)r->units,
 	       (unsigned long long)r->incompressible_units, incompressible_pct(r),
-	       mbps(r->comp_bytes_in, r->comp_s_median),
-	       mbps(r->decomp_bytes_out, r->decomp_s_median),
-	       mbps(r->comp_bytes_in, r->comp_s_best), mbps(r->decomp_bytes_out, r->decomp_s_best),
-	       r->repeat);
+	       cli_mbps(r->comp_bytes_in, r->comp_s_median),
+	       cli_mbps(r->decomp_bytes_out, r->decomp_s_median),
+	       cli_mbps(r->comp_bytes_in, r->comp_s_best),
+	       cli_mbps(r->decomp_bytes_out, r->decomp_s_best), r->repeat);
 }
 
 static void print_table_header(const zf_image *img)
@@ -310,8 +305,8 @@ static void print_table_row(const struct codec_result *r)
 	printf("%-12s %5s %7.3f %13llu %8.2f%% %10.0f %12.0f\n", r->codec,
 	       cli_format_unit(r->unit, unit_name, sizeof(unit_name)), ratio_of(r),
 	       (unsigned long long)r->same_filled_pages, incompressible_pct(r),
-	       mbps(r->comp_bytes_in, r->comp_s_median),
-	       mbps(r->decomp_bytes_out, r->decomp_s_median));
+	       cli_mbps(r->comp_bytes_in, r->comp_s_median),
+	       cli_mbps(r->decomp_bytes_out, r->decomp_s_median));
 }
 
 static int bench_codec(int argc, char **argv)

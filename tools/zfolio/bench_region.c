@@ -127,14 +127,6 @@ struct result {
 	char *counters; /* zf_region_stats_text() at the end, malloc()ed */
 };
 
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t rng_next(uint64_t *x)
 {
 	*x ^= *x << 13;
@@ -303,9 +295,9 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 		if (k == 0)
 			zf_region_get_stats(r, &st0);
 
-		t0 = now_ns();
+		t0 = cli_now_ns();
 		evicted = zf_region_pageout(r, base, size);
-		t1 = now_ns();
+		t1 = cli_now_ns();
 		if (evicted < 0)
 			cli_die(1, "zf_region_pageout: %s", zf_strerror((int)evicted));
 		if ((uint64_t)evicted < res->evicted_min)
@@ -314,11 +306,11 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 		if (k >= 0)
 			tout[k] = (double)(t1 - t0) / 1e6;
 
-		t0 = now_ns();
+		t0 = cli_now_ns();
 		for (uint64_t u = 0, i = 0; u < units; u++) {
-			const uint64_t f0 = now_ns();
+			const uint64_t f0 = cli_now_ns();
 			const uint8_t b = v[i * ZF_PAGE_SIZE + touch_offset(i, k)];
-			const uint64_t f1 = now_ns();
+			const uint64_t f1 = cli_now_ns();
 
 			if (k >= 0)
 				lat[nlat++] = (double)(f1 - f0) / 1e3;
@@ -326,7 +318,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 			for (i++; i < (u + 1) * ppu; i++)
 				diff |= v[i * ZF_PAGE_SIZE + touch_offset(i, k)] ^ expect[i];
 		}
-		t1 = now_ns();
+		t1 = cli_now_ns();
 		if (k >= 0)
 			tin[k] = (double)(t1 - t0) / 1e6;
 
@@ -400,11 +392,6 @@ static double faulted(const struct result *r)
 	return r->touches ? (double)r->d.pgmajfault / (double)r->touches : NAN;
 }
 
-static double mbps(uint64_t bytes, double ms)
-{
-	return (double)bytes / 1e3 / ms;
-}
-
 static void print_json(const struct result *r)
 {
 	char ub[16];
@@ -420,9 +407,9 @@ static void print_json(const struct result *r)
 	cli_json_u64("size", r->size);
 	printf(",\"repeat\":%d", r->repeat);
 	cli_json_num("swapout_ms", r->swapout_ms, 2);
-	cli_json_num("swapout_mbps", mbps(r->size, r->swapout_ms), 1);
+	cli_json_num("swapout_mbps", cli_mbps(r->size, r->swapout_ms / 1e3), 1);
 	cli_json_num("swapin_ms", r->swapin_ms, 2);
-	cli_json_num("swapin_mbps", mbps(r->size, r->swapin_ms), 1);
+	cli_json_num("swapin_mbps", cli_mbps(r->size, r->swapin_ms / 1e3), 1);
 	cli_json_num("fault_p50_us", r->fault_p50_us, 2);
 	cli_json_num("fault_p99_us", r->fault_p99_us, 2);
 	cli_json_num("fault_max_us", r->fault_max_us, 2);
@@ -464,8 +451,8 @@ static void print_row(const struct result *r)
 	       "%8.2f  %6.3f\n",
 	       r->image, zf_codec_name(r->codec), cli_format_unit(r->cfg.unit, ub, sizeof(ub)),
 	       r->cfg.mode_name, r->cfg.readahead, r->cfg.swapin_name, r->swapout_ms, r->swapin_ms,
-	       mbps(r->size, r->swapin_ms), r->fault_p50_us, r->fault_p99_us, 100 * faulted(r),
-	       r->service_p50_us, r->service_p99_us, ratio(r));
+	       cli_mbps(r->size, r->swapin_ms / 1e3), r->fault_p50_us, r->fault_p99_us,
+	       100 * faulted(r), r->service_p50_us, r->service_p99_us, ratio(r));
 }
 
 static void parse_mode(const char *name, struct config *c)

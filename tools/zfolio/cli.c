@@ -260,6 +260,19 @@ double cli_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+uint64_t cli_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double cli_mbps(uint64_t bytes, double seconds)
+{
+	return seconds > 0 ? (double)bytes / 1e6 / seconds : 0;
+}
+
 /* The bytes of data/sample.bin.zst, placed by sample.S. */
 extern const unsigned char zfolio_sample_start[], zfolio_sample_end[];
 

@@ -69,6 +69,10 @@ void cli_progress_done(void);
 
 /* Seconds on the monotonic clock. */
 double cli_now(void);
+/* Nanoseconds on the monotonic clock. */
+uint64_t cli_now_ns(void);
+/* Throughput in MB/s (10^6 bytes) of bytes in seconds; 0 when seconds is not > 0. */
+double cli_mbps(uint64_t bytes, double seconds);
 
 /* The median of v[0..n) (n >= 1); sorts v in place, so v[0] is then the least. */
 double cli_median(double *v, int n);

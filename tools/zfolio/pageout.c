@@ -88,14 +88,6 @@ static const struct {
 	{ "zstd", 186585, 85035, 118533, 46558 },
 };
 
-uint64_t pageout_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The byte of page i read in iteration k: a different place in each page and iteration. */
 static inline size_t touch_offset(uint64_t i, int k)
 {
@@ -170,9 +162,9 @@ static void check(const struct pageout_job *job, const struct pageout_config *c,
 void pageout_swapin(const struct pageout_job *job, struct pageout_result *res,
 		    const volatile uint8_t *mem, int k)
 {
-	const uint64_t t0 = pageout_now_ns();
+	const uint64_t t0 = cli_now_ns();
 	const int diff = touch(job, mem, k);
-	const uint64_t t1 = pageout_now_ns();
+	const uint64_t t1 = cli_now_ns();
 
 	if (k >= 0)
 		res->in_ms[k] = (double)(t1 - t0) / 1e6;
@@ -206,11 +198,6 @@ static void summarise(struct pageout_result *res, int n)
 /* -------------------------------------------------------------------------------- */
 /* Output                                                                           */
 /* -------------------------------------------------------------------------------- */
-
-static double mbps(uint64_t bytes, double ms)
-{
-	return (double)bytes / 1e3 / ms;
-}
 
 static double div_or_nan(double a, double b)
 {
@@ -248,8 +235,8 @@ static void print_json(const struct pageout_job *job, const struct pageout_resul
 	cli_json_num("swapin_ms_median", r->in_med, 2);
 	cli_json_num("swapin_ms_min", r->in_min, 2);
 	cli_json_num("swapin_ms_max", r->in_max, 2);
-	cli_json_num("swapout_mbps", mbps(job->size, r->out_med), 1);
-	cli_json_num("swapin_mbps", mbps(job->size, r->in_med), 1);
+	cli_json_num("swapout_mbps", cli_mbps(job->size, r->out_med / 1e3), 1);
+	cli_json_num("swapin_mbps", cli_mbps(job->size, r->in_med / 1e3), 1);
 	cli_json_u64("orig_bytes", r->orig_bytes);
 	cli_json_u64("compr_bytes", r->compr_bytes);
 	cli_json_u64("mem_used_bytes", r->mem_used_bytes);
@@ -280,9 +267,9 @@ static void print_run(const struct pageout_job *job, const struct pageout_result
 	printf(": %s, %.1f MiB, %d iterations\n", job->image, (double)job->size / 1048576.0,
 	       job->iterations);
 	printf("  swap-out  ms median %9.1f  min %9.1f  max %9.1f  %8.1f MB/s\n", r->out_med,
-	       r->out_min, r->out_max, mbps(job->size, r->out_med));
+	       r->out_min, r->out_max, cli_mbps(job->size, r->out_med / 1e3));
 	printf("  swap-in   ms median %9.1f  min %9.1f  max %9.1f  %8.1f MB/s\n", r->in_med,
-	       r->in_min, r->in_max, mbps(job->size, r->in_med));
+	       r->in_min, r->in_max, cli_mbps(job->size, r->in_med / 1e3));
 	printf("  stored %.1f MiB as %.1f MiB (ratio %.3f), pool %.1f MiB\n",
 	       (double)r->orig_bytes / 1048576.0, (double)r->compr_bytes / 1048576.0,
 	       div_or_nan((double)r->orig_bytes, (double)r->compr_bytes),

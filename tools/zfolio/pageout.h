@@ -74,7 +74,6 @@ int pageout_kernel_has_codec(const char *name);
 void pageout_zfolio_check(const struct pageout_job *job, const struct pageout_config *c);
 
 /* Helpers the backends share (pageout.c). */
-uint64_t pageout_now_ns(void);
 /*
  * Iteration k's swap-in (k < 0: the untimed warm-up): a read of one byte of every 4 KiB
  * page of mem in address order, timed into res->in_ms[k]; then, untimed, a check of the

@@ -631,12 +631,12 @@ void pageout_kernel(const struct pageout_job *job, struct pageout_result *res)
 			pswpout0 = vmstat("pswpout");
 			pswpin0 = vmstat("pswpin");
 		}
-		t0 = pageout_now_ns();
+		t0 = cli_now_ns();
 		if (madvise(base, job->size, MADV_PAGEOUT))
 			cli_die(errno == EINVAL ? EXIT_SKIP : 1, "madvise(MADV_PAGEOUT): %s%s",
 				strerror(errno),
 				errno == EINVAL ? " (it needs Linux 5.4 or later)" : "");
-		t1 = pageout_now_ns();
+		t1 = cli_now_ns();
 		if (k >= 0)
 			res->out_ms[k] = (double)(t1 - t0) / 1e6;
 		smaps_of(base, &rss_kb, &swap_kb);

@@ -75,9 +75,9 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 			     job->iterations, k < 0 ? " (warm-up)" : "");
 		if (k == 0)
 			zf_region_get_stats(r, &st0);
-		t0 = pageout_now_ns();
+		t0 = cli_now_ns();
 		evicted = zf_region_pageout(r, base, job->size);
-		t1 = pageout_now_ns();
+		t1 = cli_now_ns();
 		if (evicted < 0)
 			cli_die(1, "zf_region_pageout: %s", zf_strerror((int)evicted));
 		if ((uint64_t)evicted * c->unit < job->size)
