@@ -97,6 +97,7 @@
 #define RG_PAGE ZF_PAGE_SIZE
 #define RG_MAX_REGIONS 64 /* regions a SIGBUS handler can find */
 #define RG_SIG_CTXS 16 /* fault contexts for SIGBUS-mode faults in flight */
+#define RECLAIM_RETRIES 20u /* empty reclaim batches, 0.2 ms apart, before faults go over */
 #define RG_CHUNK ((size_t)8 << 20) /* bytes an eviction claims, protects and drops at once */
 #define RG_MSGS 16 /* messages read at once */
 #define RG_DEFERRED 256 /* events waiting for units in transition */
@@ -852,13 +853,18 @@ static uint64_t reclaim_batch(zf_region *r)
 	return evicted;
 }
 
-/* Whether some unit is being evicted, brought in, or held by an event. */
-static int units_in_transition(zf_region *r)
+/*
+ * Whether a reclaim batch that evicted nothing may yet evict something: some unit is
+ * being evicted, brought in or held by an event, or is evictable now (it was not when
+ * the batch looked: a fault or a write had it for a moment).
+ */
+static int units_may_come_free(zf_region *r)
 {
 	for (uint64_t u = 0; u < r->nunits; u++) {
 		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
 
-		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING || (st & F_EVENT))
+		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING ||
+		    (st & F_EVENT) || evictable(st))
 			return 1;
 	}
 	return 0;
@@ -878,10 +884,16 @@ static void *reclaim_main(void *arg)
 		}
 		r->reclaim_kick = 0;
 		pthread_mutex_unlock(&r->bg_lock);
-		while (atomic_load(&r->resident) > r->limit_units) {
+		for (unsigned empty = 0; atomic_load(&r->resident) > r->limit_units;) {
 			got = reclaim_batch(r);
-			if (!got && units_in_transition(r) && !atomic_load(&r->bg_stopping)) {
-				/* They will be evictable in a moment: no overshoot for that. */
+			empty = got ? 0 : empty + 1;
+			/*
+			 * Units in flux are evictable in a moment: no overshoot for that. Units
+			 * that stay unevictable (a store that refuses everything) must not hang
+			 * the faults: after RECLAIM_RETRIES empty batches in a row, let them in.
+			 */
+			if (!got && empty <= RECLAIM_RETRIES && units_may_come_free(r) &&
+			    !atomic_load(&r->bg_stopping)) {
 				struct timespec ts = { 0, 200000 };
 
 				nanosleep(&ts, NULL);
