@@ -29,9 +29,10 @@
  * thread after the engines, the copies of other CPUs' output took a quarter of a 2 MiB
  * lz4 put. The putting thread compresses too, unless the engines are as many as the
  * CPUs; it makes the entries meanwhile. Smaller puts compress in the caller, each unit
- * stored right after its compression: the handoff costs more than it saves. A get never goes through the engines: it decompresses
- * in its own thread, with a context kept per thread, so it never waits behind a 2 MiB
- * folio's compressions (the lesson of the Linux IAA batching series).
+ * stored right after its compression: the handoff costs more than it saves. A get never
+ * goes through the engines: it decompresses in its own thread, with a context kept per
+ * thread, so it never waits behind a 2 MiB folio's compressions (the lesson of the Linux
+ * IAA batching series).
  *
  * Limits follow zswap: when the pool's pages reach max_pool_bytes, pool_limit_hit counts
  * and the store is "full"; it accepts again once the pool is back under
@@ -669,7 +670,8 @@ static int admit(zf_store *s)
 /* -------------------------------------------------------------------------------- */
 
 /*
- * A get's working memory, per thread: a context for the last codec it decompressed, and
+ * A get's working memory, per thread (a put's verify uses its context too, in whichever
+ * thread compressed the unit): a context for the last codec it decompressed, and
  * (made on the first partial load or backing read, kept until the thread exits) room for
  * a unit and for its stored bytes. Per thread, not from the worksets' stack: a 4 KiB get
  * takes about two microseconds, and the stack's lock and cache misses were a tenth of it.
@@ -885,8 +887,8 @@ int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio,
 		}
 		out[i].kind = ENTRY_POOL;
 		if (threshold <= 1) {
-			pool_store_unit(&pc, i,
-					NULL); /* incompressible_pct 0: nothing is worth it */
+			/* incompressible_pct 0: nothing is worth compressing */
+			pool_store_unit(&pc, i, NULL);
 			continue;
 		}
 		/* Compressed only when shorter than the threshold: at most threshold - 1. */
