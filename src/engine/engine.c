@@ -10,14 +10,15 @@
  * (one 64 KiB unit, sixteen 4 KiB pages): one job at a time, two engines on a split
  * 2 MiB folio's 512 jobs of a few microseconds passed its counters' cache line back and
  * forth for every page and compressed neighbouring pages, and ran at 0.82-0.93 of two
- * plain loops over halves of the data; with claims, 0.92-1.01. Once its jobs have run, and before they
- * count as finished (so the batch cannot be gone), the engine claims the batch's next
- * indexes with the same add and no lock, as long as no urgent batch is queued. No lock
- * is held across a claim, a batch or a folio, so an urgent batch submitted while a
- * 2 MiB folio's 512 units are queued is the next thing an engine takes, after at most
- * 64 KiB of work. The waiter claims jobs of its own batch one by one, with the same add
- * and without the lock, so the fault path's one-job decompress runs at once in its own
- * thread even when every engine is busy with someone else's folio.
+ * plain loops over halves of the data; with claims, 0.92-1.01. Once its jobs have run,
+ * and before they count as finished (so the batch cannot be gone), the engine claims
+ * the batch's next indexes with the same add and no lock, as long as no urgent batch is
+ * queued. No lock is held across a claim, a batch or a folio, so an urgent batch
+ * submitted while a 2 MiB folio's 512 units are queued is the next thing an engine
+ * takes, after at most 64 KiB of work. The waiter claims jobs of its own batch one by
+ * one, with the same add and without the lock, so the fault path's one-job decompress
+ * runs at once in its own thread even when every engine is busy with someone else's
+ * folio.
  *
  * Completion. A batch counts its jobs remaining. Whoever finishes the last one swaps the
  * batch's state word to DONE and makes a futex wake only when the waiter had said it
@@ -325,6 +326,26 @@ static void queue_unlink_unlocked(zf_engines *e, zf_batch *b)
 }
 
 /*
+ * Claims up to k next jobs of b, [*first, *end), with one atomic add; *last tells that
+ * the add reached the batch's end, so the claimer unlinks it (the one whose add goes past
+ * n, or an overshooting one: unlinking twice is checked). Reads b->n before the add: once
+ * all its jobs are claimed and unlinked, a batch may be waited for and submitted again at
+ * any moment. Returns whether any job is claimed.
+ */
+static bool batch_claim(zf_batch *b, size_t k, size_t *first, size_t *end, bool *last)
+{
+	const size_t n = b->n;
+	const size_t i = atomic_fetch_add_explicit(&b->next_job, k, memory_order_relaxed);
+
+	*last = i + k >= n;
+	if (i >= n)
+		return false;
+	*first = i;
+	*end = ZF_MIN(i + k, n);
+	return true;
+}
+
+/*
  * Claims the next jobs [*first, *end) of the first batch in the queue, urgent ones first
  * (at most the batch's claim, and what the budget allows), and unlinks the batch when
  * they were its last (or when its waiter already claimed the rest). Caller holds
@@ -335,21 +356,14 @@ static zf_batch *queue_take(zf_engines *e, size_t *first, size_t *end)
 	zf_batch *b;
 
 	while ((b = e->urgent.head ? e->urgent.head : e->normal.head)) {
-		/*
-		 * Once unlinked, a batch whose jobs are all claimed may be waited for and
-		 * submitted again at any moment: read n before, touch nothing after.
-		 */
-		const size_t n = b->n;
 		const size_t k = e->budget > 0 ? ZF_MIN(b->claim, (size_t)e->budget) : b->claim;
-		const size_t i = atomic_fetch_add_explicit(&b->next_job, k, memory_order_relaxed);
+		bool last;
+		const bool got = batch_claim(b, k, first, end, &last);
 
-		if (i + k >= n)
+		if (last)
 			queue_unlink(e, b);
-		if (i < n) {
-			*first = i;
-			*end = ZF_MIN(i + k, n);
+		if (got)
 			return b;
-		}
 	}
 	return NULL;
 }
@@ -363,20 +377,16 @@ static zf_batch *queue_take(zf_engines *e, size_t *first, size_t *end)
  */
 static bool claim_next(zf_engines *e, zf_batch *b, size_t *first, size_t *end)
 {
-	size_t i;
+	bool got, last;
 
 	if (atomic_load_explicit(&e->urgent_queued, memory_order_acquire) ||
 	    !atomic_load_explicit(&e->unlimited, memory_order_relaxed) ||
 	    atomic_load_explicit(&b->next_job, memory_order_relaxed) >= b->n)
 		return false;
-	i = atomic_fetch_add_explicit(&b->next_job, b->claim, memory_order_relaxed);
-	if (i + b->claim >= b->n)
+	got = batch_claim(b, b->claim, first, end, &last);
+	if (last)
 		queue_unlink_unlocked(e, b);
-	if (i >= b->n)
-		return false;
-	*first = i;
-	*end = ZF_MIN(i + b->claim, b->n);
-	return true;
+	return got;
 }
 
 /* Wakes up to want sleeping engines, the most recent sleeper first. Caller holds e->lock. */
