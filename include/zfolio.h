@@ -535,6 +535,27 @@ ZF_API int zf_store_put(zf_store *store, uint32_t owner, uint64_t index, const v
 			size_t len);
 
 /*
+ * A put in two steps, so that one thread keeps several folios in flight and the engines
+ * never wait for it between folios (the table update of one folio runs while the next
+ * ones compress). zf_store_put_start() checks and admits the folio as zf_store_put()
+ * does and queues its units on the store's engines (a put too small for them, or a store
+ * without engines, compresses here), then returns 0 and the put in *pending, or an
+ * error (-EINVAL, -ENOSPC, -ENOMEM) and NULL. zf_store_put_finish() waits for the
+ * compressions and puts the folio in the table, all of it or nothing, and returns what
+ * zf_store_put() would have; the put takes effect there (until then the keys keep what
+ * they had; puts finished one after another replace each other in that order). The
+ * folio's bytes must not change until finish returns. Every started put is finished
+ * once, by any thread, before zf_store_destroy(). The pool limit is checked at the
+ * start, as for concurrent puts: puts in flight together may take the pool past
+ * max_pool_bytes by what they store. Each put in flight holds about 2 MiB of working
+ * memory.
+ */
+typedef struct zf_store_pending zf_store_pending;
+ZF_API int zf_store_put_start(zf_store *store, uint32_t owner, uint64_t index, const void *folio,
+			      size_t len, zf_store_pending **pending);
+ZF_API int zf_store_put_finish(zf_store_pending *pending);
+
+/*
  * Reads back len bytes at page index of owner into dst: a whole unit (len its size,
  * index its first page: decompressed once), or one page of it (len 4096: a multi-page
  * unit is decompressed whole into a scratch buffer and the page copied out, counted in

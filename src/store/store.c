@@ -29,7 +29,11 @@
  * thread after the engines, the copies of other CPUs' output took a quarter of a 2 MiB
  * lz4 put. The putting thread compresses too, unless the engines are as many as the
  * CPUs; it makes the entries meanwhile. Smaller puts compress in the caller, each unit
- * stored right after its compression: the handoff costs more than it saves. A get never
+ * stored right after its compression: the handoff costs more than it saves. A put can
+ * also be started and finished apart (zf_store_put_start/finish: the batch, the units'
+ * results and the entries live in the put's working set), so that a caller keeps a
+ * few folios compressing while it finishes one: the table update and the wake-up of
+ * one folio then overlap the next ones' compression instead of leaving the engines idle. A get never
  * goes through the engines: it decompresses in its own thread, with a context kept per
  * thread, so it never waits behind a 2 MiB folio's compressions (the lesson of the Linux
  * IAA batching series).
@@ -47,6 +51,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +67,7 @@
 #define STORE_PAGE ZF_PAGE_SIZE
 #define STORE_SHARDS 64u
 #define STORE_MIN_BUCKETS 64u
-#define STORE_CACHED_CTX 16u /* put/get working sets kept for reuse */
+#define STORE_CACHED_CTX 16u /* put working sets kept for reuse */
 #define WRITEBACK_BATCH 32u
 #define STORE_ENGINES_MIN ((size_t)256 << 10) /* bytes: less is compressed in the caller */
 
@@ -96,14 +101,48 @@ struct shard {
 	size_t nbuckets, count;
 };
 
-/* What a put or a get works with; kept on a stack for the next caller. */
-struct workset {
-	struct workset *next;
+struct unit_out {
+	uint64_t where; /* handle or same-filled value */
+	uint32_t clen;
+	uint8_t kind, raw;
+	uint8_t compress_failed; /* status came from the codec or verify: reject_compress_fail */
+	int status; /* 0, or why the unit fails the put */
+	uint64_t checksum;
+};
+
+/* What a put's jobs share, for their completion (unit_compressed). */
+struct put_ctx {
+	zf_store *s;
+	const uint8_t *src;
+	uint32_t unit;
+	struct unit_out *out;
+	uint8_t *check; /* verify's room: check + index * stride */
+	size_t stride; /* 0 when the units are compressed one after another in one thread */
+};
+
+/*
+ * A put's working memory, and the put itself while it is in flight (the
+ * zf_store_pending of zf_store_put_start): kept on a stack for the next put.
+ */
+struct zf_store_pending {
+	struct zf_store_pending *next;
 	zf_batch *batch; /* a put's jobs, with engines */
 	zf_codec_ctx *ctx; /* the putting thread's compressor */
 	uint8_t *buf; /* ZF_UNIT_MAX: a put's compressed units */
-	uint8_t *check; /* ZF_UNIT_MAX: verify's decompressed units */
+	uint8_t *check; /* ZF_UNIT_MAX, with verify: the decompressed units */
 	zf_job jobs[ZF_UNIT_MAX / STORE_PAGE];
+
+	/* The put in flight. */
+	zf_store *s;
+	uint64_t index;
+	size_t len;
+	uint32_t owner, unit, order;
+	unsigned n; /* units */
+	int ret; /* 0, or why the put already failed (the entries' allocation) */
+	bool queued; /* its jobs went to the engines: finish waits for them */
+	struct put_ctx pc;
+	struct unit_out out[ZF_UNIT_MAX / STORE_PAGE];
+	struct entry *ents[ZF_UNIT_MAX / STORE_PAGE];
 };
 
 /* The counters that move under stats_lock (the pool's and the backing's are read live). */
@@ -135,7 +174,7 @@ struct zf_store {
 	struct entry *lru_head, *lru_tail; /* head: newest */
 
 	pthread_mutex_t ws_lock;
-	struct workset *ws_free;
+	struct zf_store_pending *ws_free;
 	unsigned ws_cached;
 
 	pthread_mutex_t stats_lock;
@@ -148,7 +187,7 @@ struct zf_store {
 /* Worksets                                                                         */
 /* -------------------------------------------------------------------------------- */
 
-static void workset_destroy(struct workset *w)
+static void workset_destroy(struct zf_store_pending *w)
 {
 	if (!w)
 		return;
@@ -159,9 +198,9 @@ static void workset_destroy(struct workset *w)
 	free(w);
 }
 
-static struct workset *workset_get(zf_store *s)
+static struct zf_store_pending *workset_get(zf_store *s)
 {
-	struct workset *w;
+	struct zf_store_pending *w;
 
 	pthread_mutex_lock(&s->ws_lock);
 	w = s->ws_free;
@@ -176,16 +215,16 @@ static struct workset *workset_get(zf_store *s)
 	if (!w)
 		return NULL;
 	w->buf = malloc(ZF_UNIT_MAX);
-	w->check = malloc(ZF_UNIT_MAX);
-	if (zf_batch_create(s->engines, s->batch_flags, &w->batch) || !w->buf || !w->check ||
-	    zf_codec_ctx_create(s->codec, &w->ctx)) {
+	w->check = s->o.verify ? malloc(ZF_UNIT_MAX) : NULL;
+	if (zf_batch_create(s->engines, s->batch_flags, &w->batch) || !w->buf ||
+	    (s->o.verify && !w->check) || zf_codec_ctx_create(s->codec, &w->ctx)) {
 		workset_destroy(w);
 		return NULL;
 	}
 	return w;
 }
 
-static void workset_put(zf_store *s, struct workset *w)
+static void workset_put(zf_store *s, struct zf_store_pending *w)
 {
 	pthread_mutex_lock(&s->ws_lock);
 	if (s->ws_cached < STORE_CACHED_CTX) {
@@ -742,25 +781,6 @@ static struct get_ctx *get_ctx_of(const zf_codec *codec, int scratch)
 /* Put                                                                              */
 /* -------------------------------------------------------------------------------- */
 
-struct unit_out {
-	uint64_t where; /* handle or same-filled value */
-	uint32_t clen;
-	uint8_t kind, raw;
-	uint8_t compress_failed; /* status came from the codec or verify: reject_compress_fail */
-	int status; /* 0, or why the unit fails the put */
-	uint64_t checksum;
-};
-
-/* What a put's jobs share, for their completion (unit_compressed). */
-struct put_ctx {
-	zf_store *s;
-	const uint8_t *src;
-	uint32_t unit;
-	struct unit_out *out;
-	uint8_t *check; /* verify's room: check + index * stride */
-	size_t stride; /* 0 when the units are compressed one after another in one thread */
-};
-
 /* Frees the pool objects a failed put allocated. */
 static void put_undo(zf_store *s, const struct unit_out *u, unsigned n)
 {
@@ -851,135 +871,128 @@ static int entries_alloc(struct entry **ents, unsigned n)
 	return 0;
 }
 
-int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len)
+int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len,
+		       zf_store_pending **pending)
 {
 	const uint8_t *src = folio;
-	struct unit_out out[ZF_UNIT_MAX / STORE_PAGE];
-	struct entry *ents[ZF_UNIT_MAX / STORE_PAGE] = { NULL };
-	struct counters delta;
-	struct put_ctx pc;
-	uint32_t unit, order, threshold;
-	unsigned n, njobs = 0;
-	struct workset *w;
+	struct zf_store_pending *w;
+	uint32_t threshold;
+	unsigned njobs = 0;
 	int ret;
 
+	RETURN_IF(!pending, -EINVAL);
+	*pending = NULL;
 	RETURN_IF(!s || !folio || len < STORE_PAGE || len > ZF_UNIT_MAX || (len & (len - 1)),
 		  -EINVAL);
 	RETURN_IF(index & (len / STORE_PAGE - 1), -EINVAL);
 	TRY(admit(s));
-	unit = (uint32_t)ZF_MIN(len, (size_t)s->unit);
-	order = (uint32_t)__builtin_ctz(unit / STORE_PAGE);
-	n = (unsigned)(len / unit);
-	threshold = (uint32_t)((uint64_t)unit * s->o.incompressible_pct / 100);
 	w = workset_get(s);
 	RETURN_IF(!w, -ENOMEM);
-	pc = (struct put_ctx){ s, src, unit, out, w->check, unit };
+	w->s = s;
+	w->owner = owner;
+	w->index = index;
+	w->len = len;
+	w->unit = (uint32_t)ZF_MIN(len, (size_t)s->unit);
+	w->order = (uint32_t)__builtin_ctz(w->unit / STORE_PAGE);
+	w->n = (unsigned)(len / w->unit);
+	w->queued = false;
+	w->ents[0] = NULL;
+	w->pc = (struct put_ctx){ s, src, w->unit, w->out, w->check, w->unit };
+	threshold = (uint32_t)((uint64_t)w->unit * s->o.incompressible_pct / 100);
 
 	/* Same-filled units need no compression; the rest are jobs, stored as they complete. */
-	memset(out, 0, n * sizeof(out[0]));
-	for (unsigned i = 0; i < n; i++) {
+	memset(w->out, 0, w->n * sizeof(w->out[0]));
+	for (unsigned i = 0; i < w->n; i++) {
 		uint64_t v;
 
-		if (zf_same_filled(src + (size_t)i * unit, unit, &v)) {
-			out[i].kind = ENTRY_SAME;
-			out[i].where = v;
+		if (zf_same_filled(src + (size_t)i * w->unit, w->unit, &v)) {
+			w->out[i].kind = ENTRY_SAME;
+			w->out[i].where = v;
 			continue;
 		}
-		out[i].kind = ENTRY_POOL;
+		w->out[i].kind = ENTRY_POOL;
 		if (threshold <= 1) {
 			/* incompressible_pct 0: nothing is worth compressing */
-			pool_store_unit(&pc, i, NULL);
+			pool_store_unit(&w->pc, i, NULL);
 			continue;
 		}
 		/* Compressed only when shorter than the threshold: at most threshold - 1. */
 		w->jobs[njobs++] = (zf_job){ .codec = s->codec,
 					     .op = ZF_JOB_COMPRESS,
 					     .flags = ZF_JOB_CHECKSUM,
-					     .src = src + (size_t)i * unit,
-					     .src_len = unit,
-					     .dst = w->buf + (size_t)i * unit,
+					     .src = src + (size_t)i * w->unit,
+					     .src_len = w->unit,
+					     .dst = w->buf + (size_t)i * w->unit,
 					     .dst_cap = threshold - 1,
 					     .complete = unit_compressed,
-					     .priv = &pc };
+					     .priv = &w->pc };
 	}
-	if (njobs >= 2 && (size_t)njobs * unit >= STORE_ENGINES_MIN &&
+	if (njobs >= 2 && (size_t)njobs * w->unit >= STORE_ENGINES_MIN &&
 	    zf_engines_count(s->engines)) {
-		zf_batch_submit(w->batch, w->jobs, njobs);
-		ret = entries_alloc(ents, n);
-		zf_batch_wait(w->batch);
+		/* A workset's batch has nothing in flight: it cannot be refused. */
+		ret = zf_batch_submit(w->batch, w->jobs, njobs);
+		w->queued = !ret;
+		if (!ret)
+			ret = entries_alloc(w->ents, w->n);
 	} else {
 		/*
 		 * One after another in this thread, through one buffer that stays in the cache
 		 * (each unit leaves it for the pool as soon as it is compressed).
 		 */
-		pc.stride = 0;
+		w->pc.stride = 0;
 		for (unsigned k = 0; k < njobs; k++) {
 			w->jobs[k].dst = w->buf;
 			engine_job_run(w->ctx, &w->jobs[k]);
 		}
-		ret = entries_alloc(ents, n);
+		ret = entries_alloc(w->ents, w->n);
 	}
-	workset_put(s, w);
-	for (unsigned i = 0; i < n && !ret; i++)
-		ret = out[i].status;
-	if (ret) {
-		unsigned k = 0;
+	w->ret = ret;
+	*pending = w;
+	return 0;
+}
 
-		while (k < n && !out[k].status)
-			k++;
-		if (ents[0])
-			for (unsigned i = 0; i < n; i++)
-				free(ents[i]);
-		put_undo(s, out, n);
-		/* The first unit that failed says why the folio was refused, as a serial put would. */
-		pthread_mutex_lock(&s->stats_lock);
-		if (k < n) {
-			s->n.reject_compress_poor += out[k].status == -E2BIG;
-			s->n.reject_compress_fail += out[k].compress_failed;
-		}
-		s->n.reject_alloc_fail += ret == -ENOMEM;
-		pthread_mutex_unlock(&s->stats_lock);
-		return ret;
-	}
+/* Puts a finished put's units in the table, replacing what the keys held. */
+static void put_commit(zf_store *s, struct zf_store_pending *w)
+{
+	struct counters delta;
 
 	/*
-	 * All stored: into the table, replacing what the keys held. The new units are counted
-	 * (once, for the folio) before any is in the table, where a writeback or an
-	 * invalidation may count them too; the units they replace are uncounted once, after.
-	 * A snapshot in between sees both: never half a folio, never less than is stored.
-	 * Units of other sizes over these pages go too (a store in unit mode also holds
-	 * smaller units of smaller folios).
+	 * The new units are counted (once, for the folio) before any is in the table, where
+	 * a writeback or an invalidation may count them too; the units they replace are
+	 * uncounted once, after. A snapshot in between sees both: never half a folio, never
+	 * less than is stored. Units of other sizes over these pages go too (a store in unit
+	 * mode also holds smaller units of smaller folios).
 	 */
 	memset(&delta, 0, sizeof(delta));
-	for (unsigned i = 0; i < n; i++) {
-		struct entry *e = ents[i];
+	for (unsigned i = 0; i < w->n; i++) {
+		struct entry *e = w->ents[i];
 
-		e->index = index + (uint64_t)i * (unit / STORE_PAGE);
-		e->owner = owner;
-		e->clen = out[i].kind == ENTRY_SAME ? 0 : out[i].clen;
-		e->where = out[i].where;
-		e->checksum = out[i].checksum;
+		e->index = w->index + (uint64_t)i * (w->unit / STORE_PAGE);
+		e->owner = w->owner;
+		e->clen = w->out[i].kind == ENTRY_SAME ? 0 : w->out[i].clen;
+		e->where = w->out[i].where;
+		e->checksum = w->out[i].checksum;
 		e->codec = 0;
-		e->kind = out[i].kind;
-		e->order = (uint8_t)order;
-		e->flags = out[i].raw ? ENTRY_RAW : 0;
+		e->kind = w->out[i].kind;
+		e->order = (uint8_t)w->order;
+		e->flags = w->out[i].raw ? ENTRY_RAW : 0;
 		atomic_init(&e->refs, 1);
 		count_entry(&delta, e, +1);
 	}
-	delta.zswpout += len / STORE_PAGE;
-	delta.zswpout_units[order] += n;
+	delta.zswpout += w->len / STORE_PAGE;
+	delta.zswpout_units[w->order] += w->n;
 	counters_add(s, &delta);
 
 	memset(&delta, 0, sizeof(delta));
 	if (s->unit_order)
-		drop_range(s, owner, index, len / STORE_PAGE, &delta);
-	for (unsigned i = 0; i < n; i++) {
-		struct entry *e = ents[i], *old;
-		const uint64_t hash = key_hash(owner, e->index);
+		drop_range(s, w->owner, w->index, w->len / STORE_PAGE, &delta);
+	for (unsigned i = 0; i < w->n; i++) {
+		struct entry *e = w->ents[i], *old;
+		const uint64_t hash = key_hash(w->owner, e->index);
 		struct shard *sh = shard_of(s, hash);
 
 		pthread_mutex_lock(&sh->lock);
-		old = table_find(sh, hash, owner, e->index);
+		old = table_find(sh, hash, w->owner, e->index);
 		if (old)
 			entry_remove(s, sh, hash, old);
 		e->hnext = *bucket_of(sh, hash);
@@ -1000,7 +1013,55 @@ int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio,
 			entry_put(s, old);
 	}
 	counters_add(s, &delta);
-	return 0;
+}
+
+/* A put is refused (ret): what it allocated goes, and the first unit that failed is counted. */
+static void put_refuse(zf_store *s, struct zf_store_pending *w, int ret)
+{
+	unsigned k = 0;
+
+	while (k < w->n && !w->out[k].status)
+		k++;
+	if (w->ents[0])
+		for (unsigned i = 0; i < w->n; i++)
+			free(w->ents[i]);
+	put_undo(s, w->out, w->n);
+	/* The first unit that failed says why the folio was refused, as a serial put would. */
+	pthread_mutex_lock(&s->stats_lock);
+	if (k < w->n) {
+		s->n.reject_compress_poor += w->out[k].status == -E2BIG;
+		s->n.reject_compress_fail += w->out[k].compress_failed;
+	}
+	s->n.reject_alloc_fail += ret == -ENOMEM;
+	pthread_mutex_unlock(&s->stats_lock);
+}
+
+int zf_store_put_finish(zf_store_pending *w)
+{
+	zf_store *s;
+	int ret;
+
+	RETURN_IF(!w, -EINVAL);
+	s = w->s;
+	if (w->queued)
+		zf_batch_wait(w->batch);
+	ret = w->ret;
+	for (unsigned i = 0; i < w->n && !ret; i++)
+		ret = w->out[i].status;
+	if (ret)
+		put_refuse(s, w, ret);
+	else
+		put_commit(s, w);
+	workset_put(s, w);
+	return ret;
+}
+
+int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len)
+{
+	zf_store_pending *p;
+
+	TRY(zf_store_put_start(s, owner, index, folio, len, &p));
+	return zf_store_put_finish(p);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -1305,7 +1366,7 @@ static void store_free(zf_store *s)
 		pthread_mutex_destroy(&sh->lock);
 	}
 	while (s->ws_free) {
-		struct workset *w = s->ws_free;
+		struct zf_store_pending *w = s->ws_free;
 
 		s->ws_free = w->next;
 		workset_destroy(w);

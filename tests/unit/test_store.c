@@ -29,7 +29,8 @@
  * pool_limit_hit, reject_pool_full, hysteresis, with and without zf_store_compact;
  * writeback policy: puts go on, units go to the backing file, every byte reads back);
  * verify; other codecs and incompressible_pct; 2 engines giving the same counters and
- * bytes as none; bad arguments (and two stores on one backing file). The full filesystem
+ * bytes as none; puts in flight (zf_store_put_start/finish: several at once, the same
+ * keys twice, a refused one beside others); bad arguments (and two stores on one backing file). The full filesystem
  * (I/O errors on writeback) is tests/system/store_enospc_test.c; concurrency is
  * tests/stress/store_stress.c.
  */
@@ -469,14 +470,19 @@ static enum kind classify(struct model *m, const uint8_t *unit_src, uint32_t uni
 	return K_COMP;
 }
 
-/* Puts len bytes at src as the folio at index of OWNER; returns the store's result. */
-static int model_put(struct model *m, uint64_t index, const uint8_t *src, size_t len)
+/*
+ * The model's side of a put of len bytes at src as the folio at index of OWNER, whose
+ * result from the store is ret (of zf_store_put, or of zf_store_put_finish: src still
+ * holds the folio): checks ret and applies the put. Returns ret.
+ */
+static int model_put_result(struct model *m, uint64_t index, const uint8_t *src, size_t len,
+			    int ret)
 {
 	const uint32_t unit = (uint32_t)(len < m->unit ? len : m->unit);
 	const unsigned n = (unsigned)(len / unit), order = order_of(unit);
 	uint8_t kinds[M2 / PAGE];
 	uint32_t clens[M2 / PAGE];
-	int want = 0, ret;
+	int want = 0;
 
 	assert_true(index + len / PAGE <= MODEL_PAGES);
 	for (unsigned i = 0; i < n; i++) {
@@ -486,7 +492,6 @@ static int model_put(struct model *m, uint64_t index, const uint8_t *src, size_t
 			break;
 		}
 	}
-	ret = zf_store_put(m->s, OWNER, index, src, len);
 	if (m->may_be_full) {
 		/* Refused or not, the put found the pool at its limit at most once. */
 		const uint64_t hits = stats_of(m->s).pool_limit_hit;
@@ -518,6 +523,12 @@ static int model_put(struct model *m, uint64_t index, const uint8_t *src, size_t
 	m->want.zswpout += len / PAGE;
 	m->want.zswpout_units[order] += n;
 	return 0;
+}
+
+/* Puts len bytes at src as the folio at index of OWNER; returns the store's result. */
+static int model_put(struct model *m, uint64_t index, const uint8_t *src, size_t len)
+{
+	return model_put_result(m, index, src, len, zf_store_put(m->s, OWNER, index, src, len));
 }
 
 /* A put of freshly made data. */
@@ -1117,6 +1128,76 @@ static void test_reject_incompressible(void **state)
 		assert_int_equal(zf_store_unit_size(m.s, OWNER, 1024, NULL), -ENOENT);
 		model_get_all(&m);
 		model_check(&m);
+		model_close(&m);
+	}
+}
+
+/*
+ * Puts in flight (zf_store_put_start/finish), with and without engines: four 2 MiB
+ * folios started at once and finished in order leave what the same puts one after
+ * another leave; two puts of the same keys take effect in the order they finish; a
+ * refused put in flight takes nothing of the others, and its keys keep what they had.
+ */
+static void test_put_pipelined(void **state)
+{
+	static const uint32_t units[] = { 0, K64 };
+
+	(void)state;
+	for (unsigned i = 0; i < 2 * sizeof(units) / sizeof(units[0]); i++) {
+		zf_store_options o = opts(units[i / 2], (i % 2) * 2);
+		zf_store_pending *p[4];
+		uint8_t *src[4];
+		struct model m;
+
+		o.reject_incompressible = 1;
+		model_open(&m, &o);
+		for (unsigned k = 0; k < 4; k++) {
+			src[k] = malloc(M2);
+			assert_non_null(src[k]);
+			make_data(src[k], M2, D_SAMPLE, k + 1);
+		}
+		for (unsigned k = 0; k < 4; k++)
+			assert_int_equal(zf_store_put_start(m.s, OWNER, k * 512, src[k], M2, &p[k]),
+					 0);
+		for (unsigned k = 0; k < 4; k++)
+			model_put_result(&m, k * 512, src[k], M2, zf_store_put_finish(p[k]));
+		model_check(&m);
+		model_get_all(&m);
+
+		/* The same keys twice in flight: the put finished last holds them. */
+		make_data(src[0], M2, D_SAMPLE, 11);
+		make_data(src[1], M2, D_SAMPLE, 12);
+		assert_int_equal(zf_store_put_start(m.s, OWNER, 0, src[0], M2, &p[0]), 0);
+		assert_int_equal(zf_store_put_start(m.s, OWNER, 0, src[1], M2, &p[1]), 0);
+		model_put_result(&m, 0, src[1], M2, zf_store_put_finish(p[1]));
+		model_put_result(&m, 0, src[0], M2, zf_store_put_finish(p[0]));
+		model_check(&m);
+		model_get_all(&m);
+
+		/* A folio with its last 64 KiB random is refused; the one beside it is not. */
+		make_data(src[2], M2, D_SAMPLE, 13);
+		fill_random(src[2] + M2 - K64, K64, 14);
+		make_data(src[3], M2, D_SAMPLE, 15);
+		assert_int_equal(zf_store_put_start(m.s, OWNER, 512, src[2], M2, &p[2]), 0);
+		assert_int_equal(zf_store_put_start(m.s, OWNER, 1024, src[3], M2, &p[3]), 0);
+		assert_int_equal(model_put_result(&m, 512, src[2], M2, zf_store_put_finish(p[2])),
+				 -E2BIG);
+		assert_int_equal(model_put_result(&m, 1024, src[3], M2, zf_store_put_finish(p[3])),
+				 0);
+		model_check(&m);
+		model_get_all(&m);
+
+		/* Refused at the start: no put in flight. */
+		p[0] = (zf_store_pending *)src[0];
+		assert_int_equal(zf_store_put_start(m.s, OWNER, 1, src[0], K64, &p[0]), -EINVAL);
+		assert_null(p[0]);
+		assert_int_equal(zf_store_put_start(m.s, OWNER, 0, src[0], K64, NULL), -EINVAL);
+		assert_int_equal(zf_store_put_start(NULL, OWNER, 0, src[0], K64, &p[0]), -EINVAL);
+		assert_null(p[0]);
+		assert_int_equal(zf_store_put_finish(NULL), -EINVAL);
+		model_check(&m);
+		for (unsigned k = 0; k < 4; k++)
+			free(src[k]);
 		model_close(&m);
 	}
 }
@@ -1839,6 +1920,7 @@ int main(void)
 		cmocka_unit_test(test_same_filled),
 		cmocka_unit_test(test_incompressible),
 		cmocka_unit_test(test_reject_incompressible),
+		cmocka_unit_test(test_put_pipelined),
 		cmocka_unit_test(test_writeback),
 		cmocka_unit_test(test_writeback_backing_full),
 		cmocka_unit_test(test_writeback_backing_full_counted),

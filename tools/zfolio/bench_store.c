@@ -35,11 +35,12 @@
 #define MAX_LIST 8
 #define BUSY_FOLIO ((size_t)2 << 20)
 #define BUSY_SLOTS 4u /* the busy putter cycles over this many 2 MiB keys */
+#define INFLIGHT_MAX 16u
 
 static const char bench_store_usage[] =
 	"usage: zfolio bench store [--image FILE ...] [--codec LIST] [--mode LIST]\n"
-	"                          [--folio LIST] [--engines LIST] [--repeat N] [--gets N]\n"
-	"                          [--json]\n"
+	"                          [--folio LIST] [--engines LIST] [--inflight N]\n"
+	"                          [--repeat N] [--gets N] [--json]\n"
 	"\n"
 	"Puts every folio of a memory image into a zf_store and gets every unit back (each\n"
 	"byte checked), for each combination of the lists; beside it, a bare loop over the\n"
@@ -55,6 +56,10 @@ static const char bench_store_usage[] =
 	"  --folio LIST   folio sizes put, 4k..2m (default 64k)\n"
 	"  --engines LIST compression engines (threads), 0 = the putting thread compresses\n"
 	"                 (default 0)\n"
+	"  --inflight N   puts in flight at once, 1..16 (default 1: zf_store_put; more:\n"
+	"                 zf_store_put_start, the oldest finished when N are started, so\n"
+	"                 that the engines go on with the next folio while the putting\n"
+	"                 thread finishes one)\n"
 	"  --repeat N     timed put and get passes; the median is reported (default 3)\n"
 	"  --gets N       single-unit gets timed for each latency figure (default 5000)\n"
 	"  --json         one JSON object per configuration\n"
@@ -73,6 +78,7 @@ struct config {
 	uint32_t mode_unit; /* 0: split */
 	uint64_t folio;
 	unsigned engines;
+	unsigned inflight;
 };
 
 struct result {
@@ -217,17 +223,36 @@ static zf_store *new_store(const zf_codec *codec, const struct config *c)
 	return s;
 }
 
-static double put_all(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t folio)
+static void put_check(int ret, uint64_t off)
 {
+	if (ret)
+		cli_die(1, "put of the folio at %llu: %s", (unsigned long long)off,
+			zf_strerror(ret));
+}
+
+/* Puts every folio of data, with up to inflight puts started and not finished. */
+static double put_all(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t folio,
+		      unsigned inflight)
+{
+	zf_store_pending *p[INFLIGHT_MAX];
 	const double t0 = cli_now();
+	uint64_t off, done = 0;
 
-	for (uint64_t off = 0; off < bytes; off += folio) {
-		const int ret = zf_store_put(s, 1, off / ZF_PAGE_SIZE, data + off, folio);
-
-		if (ret)
-			cli_die(1, "put of the folio at %llu: %s", (unsigned long long)off,
-				zf_strerror(ret));
+	for (off = 0; off < bytes; off += folio) {
+		if (inflight <= 1) {
+			put_check(zf_store_put(s, 1, off / ZF_PAGE_SIZE, data + off, folio), off);
+			continue;
+		}
+		if (off - done == inflight * folio) {
+			put_check(zf_store_put_finish(p[done / folio % inflight]), done);
+			done += folio;
+		}
+		put_check(zf_store_put_start(s, 1, off / ZF_PAGE_SIZE, data + off, folio,
+					     &p[off / folio % inflight]),
+			  off);
 	}
+	for (; inflight > 1 && done < bytes; done += folio)
+		put_check(zf_store_put_finish(p[done / folio % inflight]), done);
 	return cli_now() - t0;
 }
 
@@ -343,7 +368,7 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 
 		c0.engines = 0;
 		s0 = new_store(codec, &c0);
-		put_all(s0, data, bytes, c->folio);
+		put_all(s0, data, bytes, c->folio, 1);
 		cout = cli_map_buffer(bytes);
 		cclen = calloc(bytes / r->unit, sizeof(*cclen));
 		if (!cclen)
@@ -352,9 +377,9 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	for (int k = -1; k < repeat; k++) {
 		cli_progress("%s %s %s folio %s engines %u: pass %d of %d", image,
 			     zf_codec_name(codec), c->mode_name, fb, c->engines, k + 1, repeat);
-		tp[k < 0 ? 0 : k] = put_all(s, data, bytes, c->folio);
+		tp[k < 0 ? 0 : k] = put_all(s, data, bytes, c->folio, c->inflight);
 		if (c->engines && k >= 0) {
-			speedup[k] = put_all(s0, data, bytes, c->folio) / tp[k];
+			speedup[k] = put_all(s0, data, bytes, c->folio, 1) / tp[k];
 			ceiling[k] = ceiling_sample(codec, data, bytes, r->unit, cout, cclen);
 		}
 		memset(back, 0, bytes);
@@ -417,7 +442,7 @@ static void print_json(const struct result *r)
 	       zf_codec_name(r->codec), r->cfg.mode_name,
 	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)),
 	       cli_format_unit(r->unit, ub, sizeof(ub)), r->cfg.engines);
-	printf(",\"bytes\":%llu", (unsigned long long)r->bytes);
+	printf(",\"inflight\":%u,\"bytes\":%llu", r->cfg.inflight, (unsigned long long)r->bytes);
 	cli_json_num("put_mbps", r->put_mbps, 1);
 	cli_json_num("get_mbps", r->get_mbps, 1);
 	cli_json_num("bare_put_mbps", r->bare_put_mbps, 1);
@@ -504,6 +529,7 @@ int bench_store(int argc, char **argv)
 		{ "mode", required_argument, NULL, 'm' },
 		{ "folio", required_argument, NULL, 'f' },
 		{ "engines", required_argument, NULL, 'e' },
+		{ "inflight", required_argument, NULL, 'n' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "gets", required_argument, NULL, 'g' },
 		{ "json", no_argument, NULL, 'j' },
@@ -516,10 +542,10 @@ int bench_store(int argc, char **argv)
 	     *engines_arg = default_engines;
 	char *codec_names[MAX_LIST], *mode_names[MAX_LIST], *engine_names[MAX_LIST];
 	const char *images[MAX_LIST];
-	uint64_t folios[MAX_LIST], engines[MAX_LIST], repeat = 3, gets = 5000;
+	uint64_t folios[MAX_LIST], engines[MAX_LIST], repeat = 3, gets = 5000, inflight = 1;
 	int n_images = 0, n_codecs, n_modes, n_folios, n_engines, opt, json = 0;
 
-	while ((opt = getopt_long(argc, argv, "i:c:m:f:e:r:g:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "i:c:m:f:e:n:r:g:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'i':
 			cli_add_image(images, &n_images, MAX_LIST, optarg);
@@ -535,6 +561,12 @@ int bench_store(int argc, char **argv)
 			break;
 		case 'e':
 			engines_arg = optarg;
+			break;
+		case 'n':
+			if (cli_parse_uint(optarg, 1, INFLIGHT_MAX, &inflight) < 0)
+				cli_die(EXIT_USAGE,
+					"--inflight: expected a count from 1 to %u, got '%s'",
+					INFLIGHT_MAX, optarg);
 			break;
 		case 'r':
 			if (cli_parse_uint(optarg, 1, 64, &repeat) < 0)
@@ -603,6 +635,7 @@ int bench_store(int argc, char **argv)
 						parse_mode(mode_names[mi], &c);
 						c.folio = folios[fi];
 						c.engines = (unsigned)engines[ei];
+						c.inflight = (unsigned)inflight;
 						run_config(name, codec, zf_image_data(img), bytes,
 							   &c, (int)repeat, (int)gets, back, &r);
 						cli_progress_done();
