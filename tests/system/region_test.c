@@ -55,6 +55,10 @@
  *                 and with SIG_DFL or SIG_IGN the process still dies of it.
  *  advise         ZF_ADV_HOT brings evicted units in (no fault when touched) and keeps
  *                 resident ones from the next reclaim; ZF_ADV_COLD units go first.
+ *  full           a pageout into a store that fills up on the way (reject policy, folios
+ *                 in flight), or that refuses incompressible units (a folio refused when
+ *                 its put finishes is stored unit by unit): refused units stay resident,
+ *                 writable and intact.
  *
  * Cases that may crash or hang the process when the region is wrong run each
  * configuration in a child with a timeout; a watchdog (alarm) names the phase that hung.
@@ -333,19 +337,28 @@ static zf_region_options ropts(enum zf_fault_mode mode, uint32_t unit)
 	return o;
 }
 
-/* A store for a region of this unit: unit mode, or split mode for 4 KiB units. */
-static zf_store *store_make(uint32_t unit, unsigned engines)
+/*
+ * A store for a region of this unit (unit mode, or split mode for 4 KiB units), with the
+ * other options of so.
+ */
+static zf_store *store_make_with(zf_store_options so, uint32_t unit, unsigned engines)
 {
-	zf_store_options so;
 	zf_store *s = NULL;
 	int ret;
 
-	zf_store_options_init(&so);
 	so.unit = unit > PAGE ? unit : 0;
 	so.engines = engines;
 	ret = zf_store_create(&so, &s);
 	CHECK(ret == 0, "zf_store_create(unit %u): %s", unit, zf_strerror(ret));
 	return s;
+}
+
+static zf_store *store_make(uint32_t unit, unsigned engines)
+{
+	zf_store_options so;
+
+	zf_store_options_init(&so);
+	return store_make_with(so, unit, engines);
 }
 
 static int uffd_unavailable(int err)
@@ -3058,6 +3071,109 @@ static int case_advise(void)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* full                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A pageout into a store that fills up on the way (reject policy, several folios in
+ * flight): what it refuses stays resident and writable, what it took is out; the count
+ * pageout returns, reject and resident_bytes agree, and every byte reads back.
+ */
+static void full_one(uint32_t unit, unsigned engines)
+{
+	zf_region_options o = ropts(ZF_FAULT_THREAD, unit);
+	zf_store_options so;
+	zf_store *s;
+	zf_region_stats st;
+	struct rg g;
+	long n;
+
+	set_phase("full %s, %u engines", unit_name(unit), engines);
+	zf_store_options_init(&so);
+	so.max_pool_bytes = MiB(2);
+	so.when_full = ZF_STORE_REJECT;
+	s = store_make_with(so, unit, engines);
+	rg_open(&g, &o, MiB(24), s); /* more than the folios in flight */
+	rg_fill(&g, 0, g.nunits, 3);
+	n = zf_region_pageout(g.r, g.base, g.size);
+	st = settle(g.r);
+	CHECK(n > 0 && n < (long)g.nunits, "pageout into a full pool evicted %ld of %llu units", n,
+	      U(g.nunits));
+	CHECK(st.evicted_units == (uint64_t)n && st.reject == g.nunits - (uint64_t)n &&
+		      st.resident_bytes == (g.nunits - (uint64_t)n) * g.unit,
+	      "evicted %ld: evicted_units %llu reject %llu resident_bytes %llu", n,
+	      U(st.evicted_units), U(st.reject), U(st.resident_bytes));
+	CHECK(present_pages(g.base, g.size) == (g.nunits - (uint64_t)n) * g.upages,
+	      "%llu pages in memory, %llu units were refused", U(present_pages(g.base, g.size)),
+	      U(g.nunits - (uint64_t)n));
+	CHECK(sst(s).reject_pool_full > 0, "no reject_pool_full");
+	printf("     full %s, %u engines: %ld of %llu units out, %llu refused\n", unit_name(unit),
+	       engines, n, U(g.nunits), U(st.reject));
+	VERIFY(&g, 0, g.size, "after a pageout into a full store");
+	/* Every unit writable: the refused ones were given back unprotected. */
+	for (size_t u = 0; u < g.nunits; u++) {
+		g.want[u * g.unit + 17] ^= 0x5a;
+		g.base[u * g.unit + 17] = g.want[u * g.unit + 17];
+	}
+	VERIFY(&g, 0, g.size, "after a write to every unit");
+	rg_close(&g);
+}
+
+/*
+ * A store that refuses incompressible units (reject_incompressible): a folio with one is
+ * refused when its put finishes, and the evictor stores its units one by one; only the
+ * incompressible ones stay resident.
+ */
+static void incompressible_one(uint32_t unit, unsigned engines)
+{
+	zf_region_options o = ropts(ZF_FAULT_THREAD, unit);
+	zf_store_options so;
+	zf_store *s;
+	zf_region_stats st;
+	uint64_t x = 0x9e3779b97f4a7c15ull, noisy = 0;
+	struct rg g;
+	long n;
+
+	set_phase("incompressible %s, %u engines", unit_name(unit), engines);
+	zf_store_options_init(&so);
+	so.reject_incompressible = 1;
+	s = store_make_with(so, unit, engines);
+	rg_open(&g, &o, MiB(8) / TSAN_DIV, s);
+	want_units(&g, 0, g.nunits, 4);
+	/* Every 37th unit random: most 2 MiB folios hold one. */
+	for (size_t u = 0; u < g.nunits; u += 37, noisy++) {
+		uint64_t *w = (uint64_t *)(g.want + u * g.unit);
+
+		for (size_t i = 0; i < g.unit / 8; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			w[i] = x;
+		}
+	}
+	memcpy(g.base, g.want, g.size);
+	n = zf_region_pageout(g.r, g.base, g.size);
+	st = settle(g.r);
+	CHECK(n == (long)(g.nunits - noisy) && st.reject == noisy,
+	      "pageout evicted %ld of %llu units, reject %llu: want all but the %llu random ones",
+	      n, U(g.nunits), U(st.reject), U(noisy));
+	CHECK(sst(s).reject_compress_poor > 0, "no reject_compress_poor");
+	VERIFY(&g, 0, g.size, "after a pageout with incompressible units");
+	rg_close(&g);
+}
+
+static int case_full(void)
+{
+	for (unsigned e = 0; e <= 2; e += 2) {
+		full_one(KiB(4), e);
+		full_one(KiB(64), e);
+		incompressible_one(KiB(4), e);
+		incompressible_one(KiB(64), e);
+	}
+	return PASS;
+}
+
+/* ---------------------------------------------------------------------------------- */
 
 static const struct {
 	const char *name;
@@ -3076,6 +3192,7 @@ static const struct {
 	{ "readahead", case_readahead, 110 },
 	{ "signal", case_signal, 110 },
 	{ "advise", case_advise, 110 },
+	{ "full", case_full, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
