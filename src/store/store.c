@@ -31,12 +31,13 @@
  * CPUs; it makes the entries meanwhile. Smaller puts compress in the caller, each unit
  * stored right after its compression: the handoff costs more than it saves. A put can
  * also be started and finished apart (zf_store_put_start/finish: the batch, the units'
- * results and the entries live in the put's working set), so that a caller keeps a
- * few folios compressing while it finishes one: the table update and the wake-up of
- * one folio then overlap the next ones' compression instead of leaving the engines idle. A get never
- * goes through the engines: it decompresses in its own thread, with a context kept per
- * thread, so it never waits behind a 2 MiB folio's compressions (the lesson of the Linux
- * IAA batching series).
+ * results and the entries live in the put's working set), so that a caller keeps a few
+ * folios compressing while it finishes one: the table update and the wake-up of one
+ * folio then overlap the next ones' compression instead of leaving the engines idle.
+ *
+ * A get never goes through the engines: it decompresses in its own thread, with a
+ * context kept per thread, so it never waits behind a 2 MiB folio's compressions (the
+ * lesson of the Linux IAA batching series).
  *
  * Limits follow zswap: when the pool's pages reach max_pool_bytes, pool_limit_hit counts
  * and the store is "full"; it accepts again once the pool is back under

@@ -30,9 +30,9 @@
  * writeback policy: puts go on, units go to the backing file, every byte reads back);
  * verify; other codecs and incompressible_pct; 2 engines giving the same counters and
  * bytes as none; puts in flight (zf_store_put_start/finish: several at once, the same
- * keys twice, a refused one beside others); bad arguments (and two stores on one backing file). The full filesystem
- * (I/O errors on writeback) is tests/system/store_enospc_test.c; concurrency is
- * tests/stress/store_stress.c.
+ * keys twice, a refused one beside others); bad arguments (and two stores on one backing
+ * file). The full filesystem (I/O errors on writeback) is tests/system/store_enospc_test.c;
+ * concurrency is tests/stress/store_stress.c.
  */
 #include <errno.h>
 #include <fcntl.h>
