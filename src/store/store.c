@@ -817,13 +817,12 @@ static void pool_store_unit(const struct put_ctx *pc, unsigned i, const zf_job *
 		u->status = j->status == -ENOMEM ? -ENOMEM : -EIO;
 		return;
 	} else {
-		struct get_ctx *g;
-		uint8_t *check = pc->check + i * pc->stride;
-
 		u->clen = (uint32_t)j->status;
 		data = j->dst;
 		if (s->o.verify) {
-			g = get_ctx_of(s->codec, 0);
+			uint8_t *check = pc->check + i * pc->stride;
+			struct get_ctx *g = get_ctx_of(s->codec, 0);
+
 			if (!g) {
 				u->status = -ENOMEM;
 				return;
