@@ -3142,13 +3142,11 @@ static void incompressible_one(uint32_t unit, unsigned engines)
 	want_units(&g, 0, g.nunits, 4);
 	/* Every 37th unit random: most 2 MiB folios hold one. */
 	for (size_t u = 0; u < g.nunits; u += 37, noisy++) {
-		uint64_t *w = (uint64_t *)(g.want + u * g.unit);
-
-		for (size_t i = 0; i < g.unit / 8; i++) {
+		for (size_t i = 0; i < g.unit; i += 8) {
 			x ^= x << 13;
 			x ^= x >> 7;
 			x ^= x << 17;
-			w[i] = x;
+			memcpy(g.want + u * g.unit + i, &x, 8);
 		}
 	}
 	memcpy(g.base, g.want, g.size);
