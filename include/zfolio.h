@@ -367,6 +367,15 @@ enum zf_job_op { ZF_JOB_COMPRESS = 0, ZF_JOB_DECOMPRESS = 1 };
  * hardware engines return a CRC with their output.
  */
 #define ZF_JOB_CHECKSUM 1u
+/*
+ * ZF_JOB_ENGINE_DST (compress jobs with a completion): the engine compresses into an
+ * output buffer of its own, dst_cap bytes at most (up to ZF_UNIT_MAX), and sets dst to it
+ * for the completion, which must copy what it keeps: the buffer is the next job's once
+ * the completion returns, and dst is NULL again. The output stays in the cache of the
+ * CPU that made it instead of streaming through a buffer per job (dst is ignored on
+ * input). Any other job with it fails with -EINVAL.
+ */
+#define ZF_JOB_ENGINE_DST 2u
 
 typedef struct zf_job {
 	const zf_codec *codec;

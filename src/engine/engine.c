@@ -42,7 +42,10 @@
  * Contexts. A codec context holds the compressor's tables and is not thread-safe: each
  * engine thread keeps a small cache of them keyed by the interned zf_codec pointer, and
  * so does each batch, for the jobs its waiter runs (made on first use, kept across
- * submits, the oldest replaced when a ninth codec comes).
+ * submits, the oldest replaced when a ninth codec comes). The same cache holds the
+ * thread's output buffer for ZF_JOB_ENGINE_DST jobs, made on first use and grown to the
+ * largest dst_cap seen: a job's output is read by its completion while it is still in
+ * the cache of the CPU that wrote it, as a hardware engine fills a buffer of its own.
  *
  * Counters. batches and jobs are counted at submit, jobs_by_engines by each engine in its
  * own cache line before the job counts as finished, jobs_by_waiters and failed_jobs when
@@ -87,6 +90,8 @@ struct ctx_cache {
 	zf_codec_ctx *ctx[ENGINE_CTX_SLOTS];
 	unsigned used;
 	unsigned victim; /* the slot to replace next when all are used */
+	uint8_t *out; /* the output of ZF_JOB_ENGINE_DST jobs, out_cap bytes */
+	size_t out_cap;
 };
 
 struct batch_list {
@@ -207,6 +212,25 @@ static void ctx_cache_clear(struct ctx_cache *c)
 		zf_codec_ctx_destroy(c->ctx[i]);
 	c->used = 0;
 	c->victim = 0;
+	free(c->out);
+	c->out = NULL;
+	c->out_cap = 0;
+}
+
+/* The thread's output buffer for a ZF_JOB_ENGINE_DST job of cap bytes; NULL: no memory. */
+static uint8_t *ctx_cache_out(struct ctx_cache *c, size_t cap)
+{
+	if (c->out_cap < cap) {
+		const size_t want = ZF_MAX(cap, ENGINE_CLAIM_BYTES);
+		uint8_t *out = malloc(want);
+
+		if (!out)
+			return NULL;
+		free(c->out);
+		c->out = out;
+		c->out_cap = want;
+	}
+	return c->out;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -238,17 +262,30 @@ int engine_job_run(zf_codec_ctx *ctx, zf_job *job)
 	return job_end(job, ret);
 }
 
-/* Runs one job with a context from cache and stores its status (then completes it). */
+/*
+ * Runs one job with a context from cache and stores its status (then completes it). A
+ * ZF_JOB_ENGINE_DST job compresses into the cache's output buffer, which its completion
+ * reads; dst is NULL again after.
+ */
 static int job_run(zf_engines *e, struct ctx_cache *cache, zf_job *job)
 {
+	const bool engine_dst = job->flags & ZF_JOB_ENGINE_DST;
 	zf_codec_ctx *ctx;
 	int ret;
 
-	if (unlikely(!job->codec || !job->src || !job->dst ||
-		     (job->op != ZF_JOB_COMPRESS && job->op != ZF_JOB_DECOMPRESS)))
+	if (unlikely(!job->codec || !job->src || (!job->dst && !engine_dst) ||
+		     (job->op != ZF_JOB_COMPRESS && job->op != ZF_JOB_DECOMPRESS) ||
+		     (engine_dst && (job->op != ZF_JOB_COMPRESS || !job->complete ||
+				     job->dst_cap > ZF_UNIT_MAX))))
 		ret = -EINVAL;
-	else if (likely((ret = ctx_cache_get(e, cache, job->codec, &ctx)) == 0))
-		return engine_job_run(ctx, job);
+	else if (likely((ret = ctx_cache_get(e, cache, job->codec, &ctx)) == 0)) {
+		if (!engine_dst)
+			return engine_job_run(ctx, job);
+		job->dst = ctx_cache_out(cache, job->dst_cap);
+		ret = job->dst ? engine_job_run(ctx, job) : job_end(job, -ENOMEM);
+		job->dst = NULL;
+		return ret;
+	}
 	return job_end(job, ret);
 }
 

@@ -6,7 +6,8 @@
  * a small batch never waits behind it), made deterministic with the engines' internal job
  * budget rather than with timing; destroy with idle engines, with work queued and with
  * engines running; per-thread context reuse; exact counters with several submitters;
- * completion callbacks, once per job, in the thread that ran it.
+ * completion callbacks, once per job, in the thread that ran it; compress jobs into the
+ * engine's own output buffer (ZF_JOB_ENGINE_DST).
  *
  * cmocka's asserts only run in the main thread: helper threads record what they saw.
  */
@@ -456,6 +457,81 @@ static void test_completion(void **state)
 	work_free(&w);
 }
 
+/* Where ZF_JOB_ENGINE_DST jobs' completions copy their output: cap bytes per job. */
+struct copy_out {
+	zf_job *jobs;
+	uint8_t *copy;
+	size_t cap;
+	atomic_uint bad;
+};
+
+static void copy_completion(zf_job *job)
+{
+	struct copy_out *c = job->priv;
+	const size_t i = (size_t)(job - c->jobs);
+
+	if (!job->dst || job->status <= 0 ||
+	    job->checksum != XXH3_64bits(job->dst, (size_t)job->status))
+		atomic_fetch_add(&c->bad, 1);
+	else
+		memcpy(c->copy + i * c->cap, job->dst, (size_t)job->status);
+}
+
+/*
+ * ZF_JOB_ENGINE_DST: compress jobs with no output buffer of their own. Each completion
+ * sees its output (and checksum) in the buffer of the thread that ran it and copies it
+ * out; dst is NULL again after, and the copies decompress to the source, with 0 and 2
+ * engines, 4 KiB and 64 KiB units. A decompress job, or one without a completion, fails
+ * with -EINVAL.
+ */
+static void test_engine_dst(void **state)
+{
+	const zf_codec *codec = codec_or_null("lz4");
+
+	(void)state;
+	if (!codec)
+		skip();
+	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
+		for (size_t unit = 4096; unit <= 65536; unit *= 16) {
+			zf_engines *e = new_engines(n_engines);
+			zf_batch *b = new_batch(e, 0);
+			struct copy_out c;
+			struct work w;
+			zf_job bad[2];
+
+			work_init(&w, codec, FOLIO, unit, 41 + unit);
+			c = (struct copy_out){ .jobs = w.cjobs, .copy = w.cmp, .cap = w.cap };
+			memset(w.cmp, 0, w.units * w.cap);
+			for (size_t i = 0; i < w.units; i++) {
+				w.cjobs[i].flags = ZF_JOB_CHECKSUM | ZF_JOB_ENGINE_DST;
+				w.cjobs[i].dst = NULL;
+				w.cjobs[i].complete = copy_completion;
+				w.cjobs[i].priv = &c;
+			}
+			assert_int_equal(zf_batch_run(b, w.cjobs, w.units), 0);
+			assert_int_equal(atomic_load(&c.bad), 0);
+			for (size_t i = 0; i < w.units; i++)
+				assert_null(w.cjobs[i].dst);
+			work_prepare_decompress(&w);
+			assert_int_equal(zf_batch_run(b, w.djobs, w.units), 0);
+			work_check(&w);
+
+			bad[0] = w.cjobs[0];
+			bad[0].complete = NULL;
+			bad[1] = w.djobs[0];
+			bad[1].flags = ZF_JOB_ENGINE_DST;
+			bad[1].complete = copy_completion; /* it sees the failure */
+			bad[1].priv = &c;
+			assert_int_equal(zf_batch_run(b, bad, 2), 2);
+			assert_int_equal(bad[0].status, -EINVAL);
+			assert_int_equal(bad[1].status, -EINVAL);
+			zf_batch_destroy(b);
+			zf_engines_destroy(e);
+			work_free(&w);
+		}
+	}
+}
+
 static void test_batch_reuse(void **state)
 {
 	const zf_codec *codec = codec_or_null("lz4");
@@ -882,6 +958,7 @@ int main(void)
 		cmocka_unit_test(test_batch_reuse),
 		cmocka_unit_test(test_no_help_and_checksum),
 		cmocka_unit_test(test_completion),
+		cmocka_unit_test(test_engine_dst),
 		cmocka_unit_test(test_urgent_first),
 		cmocka_unit_test(test_urgent_from_thread),
 		cmocka_unit_test(test_destroy_with_work),
