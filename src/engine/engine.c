@@ -220,7 +220,7 @@ static void ctx_cache_clear(struct ctx_cache *c)
 /* The thread's output buffer for a ZF_JOB_ENGINE_DST job of cap bytes; NULL: no memory. */
 static uint8_t *ctx_cache_out(struct ctx_cache *c, size_t cap)
 {
-	if (c->out_cap < cap) {
+	if (!c->out || c->out_cap < cap) {
 		const size_t want = ZF_MAX(cap, ENGINE_CLAIM_BYTES);
 		uint8_t *out = malloc(want);
 
