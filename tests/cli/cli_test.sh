@@ -109,11 +109,12 @@ expect 0 'usage: zfolio bench zpool' -- "$zf" bench zpool --help
 expect 0 'zpool' -- "$zf" bench --help
 
 # bench store: JSON with the documented fields, a row per mode x folio x engines, every
-# byte checked (a mismatch exits 1); speed-up fields only with engines.
+# byte checked (a mismatch exits 1, also with puts in flight); speed-up fields only with
+# engines.
 expect 0 '"bench":"store"' -- "$zf" bench store --repeat 1 --gets 50 --mode split,unit:16k \
-	--folio 64k,2m --engines 0,1 --json
+	--folio 64k,2m --engines 0,1 --inflight 3 --json
 [ "$(wc -l <"$tmp/out")" -eq 8 ] && ok || bad "bench store json: expected 8 lines"
-for field in bench image codec mode folio engines put_mbps get_mbps ratio mem_used_total \
+for field in bench image codec mode folio engines inflight put_mbps get_mbps ratio mem_used_total \
 	get_p50_us get_p99_us get_busy_p50_us get_busy_p99_us bare_put_mbps bare_get_mbps \
 	counters zswpout swpin_fallback_16k; do
 	grep -q "\"$field\":" "$tmp/out" && ok || bad "bench store json: field $field missing"
@@ -123,6 +124,8 @@ expect 0 'unit:64k' -- "$zf" bench store --repeat 1 --gets 50
 expect 2 'split or unit' -- "$zf" bench store --mode unit:4k
 expect 2 'split or unit' -- "$zf" bench store --mode zram
 expect 2 'engines' -- "$zf" bench store --engines 65
+expect 2 'inflight' -- "$zf" bench store --inflight 0
+expect 2 'inflight' -- "$zf" bench store --inflight 17
 expect 2 'power of two' -- "$zf" bench store --folio 3k
 expect 2 'smaller than one 2 MiB folio' -- "$zf" bench store --image "$tmp/img.bin"
 expect 0 'usage: zfolio bench store' -- "$zf" bench store --help
