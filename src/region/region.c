@@ -570,28 +570,34 @@ struct evict {
 
 static void evict_drop(struct evict *ev, uint64_t upto);
 
+/* Stores units [i, i + f) of the chunk one by one, as after a refused folio. */
+static void store_units(struct evict *ev, uint64_t i, uint64_t f)
+{
+	zf_region *r = ev->r;
+
+	for (uint64_t k = i; k < i + f; k++)
+		ev->ok[k] = !zf_store_put(r->store, r->owner, unit_index(r, ev->first + k),
+					  unit_addr(r, ev->first + k), r->unit);
+}
+
 /*
  * Finishes the oldest put in flight: its units are stored, or (refused as a folio) are
  * stored unit by unit, or not. Then drops what is settled before the next put in flight
- * (or before upto, when none is).
+ * (after the last one, the caller drops the rest).
  */
-static void evict_finish_put(struct evict *ev, uint64_t upto)
+static void evict_finish_put(struct evict *ev)
 {
-	zf_region *r = ev->r;
 	const unsigned k = ev->put_head;
 	const uint64_t i = ev->put[k].i, f = ev->put[k].f;
 
 	ev->put_head = (k + 1) % RG_PUTS_INFLIGHT;
 	ev->puts--;
-	if (!zf_store_put_finish(ev->put[k].p)) {
+	if (!zf_store_put_finish(ev->put[k].p))
 		memset(ev->ok + i, 1, f);
-	} else {
-		for (uint64_t k2 = 0; k2 < f; k2++)
-			ev->ok[i + k2] =
-				!zf_store_put(r->store, r->owner, unit_index(r, ev->first + i + k2),
-					      unit_addr(r, ev->first + i + k2), r->unit);
-	}
-	evict_drop(ev, ev->puts ? ev->put[ev->put_head].i : upto);
+	else
+		store_units(ev, i, f);
+	if (ev->puts)
+		evict_drop(ev, ev->put[ev->put_head].i);
 }
 
 /*
@@ -613,14 +619,11 @@ static void store_run(struct evict *ev, uint64_t i, uint64_t n)
 		while (f * 2 <= max_units && i + f * 2 <= end && (u % (f * 2)) == 0)
 			f *= 2;
 		if (ev->puts == RG_PUTS_INFLIGHT)
-			evict_finish_put(ev, i);
+			evict_finish_put(ev);
 		if (zf_store_put_start(r->store, r->owner, unit_index(r, u), unit_addr(r, u),
 				       f * r->unit, &ev->put[k].p)) {
 			/* Refused at once (the pool is full): unit by unit, as a refused folio. */
-			for (uint64_t k2 = 0; k2 < f; k2++)
-				ev->ok[i + k2] =
-					!zf_store_put(r->store, r->owner, unit_index(r, u + k2),
-						      unit_addr(r, u + k2), r->unit);
+			store_units(ev, i, f);
 		} else {
 			ev->put[k].i = i;
 			ev->put[k].f = f;
@@ -833,7 +836,7 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 		i = j;
 	}
 	while (ev.puts)
-		evict_finish_put(&ev, n);
+		evict_finish_put(&ev);
 	evict_drop(&ev, n);
 	atomic_store_explicit(&r->snap_n, 0, memory_order_release);
 	evicted = ev.evicted;
