@@ -1819,6 +1819,8 @@ static _Atomic(zf_region *) registry[RG_MAX_REGIONS];
  * the count to fall to 0, and only then may the region be freed.
  */
 static _Atomic int registry_active[RG_MAX_REGIONS];
+/* Regions sigbus_unregister() took out: a SIGBUS raised before may find no region. */
+static atomic_uint registry_gone;
 static struct sigaction prev_sigbus;
 static pthread_mutex_t sigbus_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sigbus_installed;
@@ -1868,13 +1870,16 @@ static void sigbus_chain(int sig, siginfo_t *si, void *uc)
 /*
  * A SIGBUS at an address outside every region: memory that mremap() moved out of one
  * (still registered until its REMAP event is handled: the data of evicted units is put
- * there first). Waits for that, and says so, or says no: not ours.
+ * there first), or a region zf_region_destroy() unregistered after the fault was raised
+ * and before this handler looked (the access succeeds, or faults as plain memory, once
+ * retried). Waits for that, and says so (once per page), or says no: not ours.
  */
 static int moved_memory(uint8_t *addr)
 {
 	static __thread uintptr_t retried;
 	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
-	int any = 0;
+	/* A region destroyed between the fault and this handler: unregistered already. */
+	int any = atomic_load_explicit(&registry_gone, memory_order_acquire) != 0;
 
 	for (int i = 0; i < RG_MAX_REGIONS; i++) {
 		zf_region *r = atomic_load_explicit(&registry[i], memory_order_acquire);
@@ -2032,6 +2037,7 @@ static void sigbus_unregister(zf_region *r)
 	pthread_mutex_lock(&sigbus_lock);
 	atomic_store_explicit(&registry[r->slot], NULL, memory_order_seq_cst);
 	pthread_mutex_unlock(&sigbus_lock);
+	atomic_fetch_add_explicit(&registry_gone, 1, memory_order_release);
 	while (atomic_load_explicit(&registry_active[r->slot], memory_order_seq_cst))
 		sched_yield();
 	r->slot = -1;
