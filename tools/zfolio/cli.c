@@ -115,11 +115,13 @@ int cli_split_list(char *s, char **items, int max)
 
 void *cli_map_buffer(size_t len)
 {
-	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	uint8_t *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
 
 	if (p == MAP_FAILED)
 		cli_die(1, "cannot allocate %zu MiB of buffers", len >> 20);
+	for (size_t off = 0; off < len; off += ZF_PAGE_SIZE)
+		p[off] = 0;
 	return p;
 }
 
@@ -296,6 +298,9 @@ zf_image *cli_open_image(const char *path)
 			path, ZF_PAGE_SIZE);
 	if (ret < 0)
 		cli_die(ret == -ENOENT ? EXIT_USAGE : 1, "%s: %s", path, zf_strerror(ret));
+	/* The loader moves its buffer as it grows (mremap): touched again where it is now. */
+	for (size_t off = 0; off < zf_image_size(img); off += ZF_PAGE_SIZE)
+		(void)((const volatile uint8_t *)zf_image_data(img))[off];
 	return img;
 }
 
