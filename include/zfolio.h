@@ -255,6 +255,8 @@ ZF_API int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handle);
 
 /* Frees an object. A handle that is not allocated is ignored. */
 ZF_API void zf_pool_free(zf_pool *pool, uint64_t handle);
+/* zf_pool_free() of n handles, faster: the lookups of the next ones overlap. */
+ZF_API void zf_pool_free_many(zf_pool *pool, const uint64_t *handles, size_t n);
 
 /*
  * Copies len bytes (at most the object's size) from src to the start of the object.

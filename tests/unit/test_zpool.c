@@ -244,6 +244,48 @@ static void test_large_objects(void **state)
 	zf_pool_destroy(pool);
 }
 
+/*
+ * zf_pool_free_many() frees what n zf_pool_free() calls would, in any order of classes
+ * (huge ones too), skips handles that are not allocated, and leaves the others intact.
+ */
+static void test_free_many(void **state)
+{
+	enum { N = 300 };
+	zf_pool *pool = new_pool(0);
+	uint64_t h[N], gone[N + 2];
+	size_t len[N], n = 0;
+	zf_pool_stats st;
+	uint64_t bytes = 0, x = 99;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		len[i] = i % 50 == 0 ? 4096 : 16 + (x >> 33) % 5000;
+		h[i] = put_object(pool, len[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		if (i % 3)
+			gone[n++] = h[i];
+		else
+			bytes += len[i];
+	}
+	gone[n++] = 0; /* never allocated */
+	gone[n++] = h[1]; /* freed earlier in the same call */
+	zf_pool_free_many(pool, gone, n);
+	zf_pool_free_many(pool, gone, 0);
+	check_all_classes(pool);
+	zf_pool_get_stats(pool, &st);
+	assert_int_equal(st.objects, (N + 2) / 3);
+	assert_int_equal(st.compr_data_size, bytes);
+	for (int i = 0; i < N; i++) {
+		if (i % 3)
+			assert_int_equal(zf_pool_object_size(pool, h[i]), 0);
+		else
+			check_object(pool, h[i], len[i]);
+	}
+	zf_pool_destroy(pool);
+}
+
 /* Compaction moves objects; every handle still reads its own bytes; pages go back. */
 static void test_compaction(void **state)
 {
@@ -498,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_compaction),  cmocka_unit_test(test_pinned_not_moved),
 		cmocka_unit_test(test_spill),	    cmocka_unit_test(test_auto_compaction),
 		cmocka_unit_test(test_bad_handles), cmocka_unit_test(test_failure_injection),
+		cmocka_unit_test(test_free_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
