@@ -8,7 +8,9 @@
  * memory and the store's counters. In the same run, a bare loop over the codec
  * (zf_codec_compress / zf_codec_decompress on the same units, same-filled units skipped
  * as the store skips them) gives the ceiling the store's own work can approach: the
- * store's overhead is the difference.
+ * store's overhead is the difference. A bare pass runs just before each store pass, and
+ * the reported fraction is the median of the pairs' ratios: measured minutes apart, the
+ * two had this VM's drift between them.
  *
  * Get latency: --gets single-unit gets at random places, each timed, on the idle store,
  * then again while another thread keeps putting 2 MiB folios into the same store (its
@@ -68,7 +70,8 @@ static const char bench_store_usage[] =
 	"\n"
 	"The image is cut to whole 2 MiB, so that every folio size sees the same bytes.\n"
 	"unit = the smaller of the folio and the mode's unit (split: 4k). put/get MB/s: image\n"
-	"bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units.\n"
+	"bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units,\n"
+	"a bare pass just before each store pass; of = the median of those pairs' ratios.\n"
 	"ratio = orig_data_size / compr_data_size (same-filled units cost nothing). With\n"
 	"engines > 0, each timed pass is followed by a pass through an engines=0 store and a\n"
 	"ceiling sample: speedup = the median of the engines=0 time over this one, ceiling =\n"
@@ -89,6 +92,7 @@ struct result {
 	const zf_codec *codec;
 	uint64_t unit, bytes;
 	double put_mbps, get_mbps, bare_put_mbps, bare_get_mbps;
+	double put_of_bare, get_of_bare; /* medians of the paired passes' ratios */
 	double p50, p99, busy_p50, busy_p99;
 	double speedup, ceiling; /* NAN when not measured */
 	uint64_t busy_puts;
@@ -159,28 +163,43 @@ static double bare_decompress(const struct bare_job *j, uint8_t *dst)
 	return s;
 }
 
-/* The bare codec's compress and decompress MB/s on the image at one unit size (medians). */
-static void bare_codec(const zf_codec *codec, const uint8_t *data, uint64_t bytes, uint64_t unit,
-		       int repeat, struct result *r)
+/* The bare codec's passes over the image at one unit size, paired with the store's. */
+struct bare {
+	struct bare_job all;
+	uint8_t *back;
+	uint64_t bytes;
+};
+
+static void bare_open(struct bare *b, const zf_codec *codec, const uint8_t *data, uint64_t bytes,
+		      uint64_t unit)
 {
 	const uint64_t n = bytes / unit;
-	uint8_t *out = cli_map_buffer(bytes), *back = cli_map_buffer(bytes);
-	int32_t *clen = calloc(n, sizeof(*clen));
-	double tc[64], td[64];
-	struct bare_job all = { codec, data, unit, 0, n, out, clen, 0 };
 
-	if (!clen)
+	*b = (struct bare){ { codec, data, unit, 0, n, cli_map_buffer(bytes), NULL, 0 },
+			    cli_map_buffer(bytes),
+			    bytes };
+	b->all.clen = calloc(n, sizeof(*b->all.clen));
+	if (!b->all.clen)
 		cli_die(1, "out of memory");
-	for (int k = 0; k < repeat; k++) {
-		bare_compress(&all);
-		tc[k] = all.seconds;
-		td[k] = bare_decompress(&all, back);
-	}
-	r->bare_put_mbps = (double)bytes / 1e6 / cli_median(tc, repeat);
-	r->bare_get_mbps = (double)bytes / 1e6 / cli_median(td, repeat);
-	free(clen);
-	munmap(out, bytes);
-	munmap(back, bytes);
+}
+
+/* One compression pass, then one decompression pass: their seconds. */
+static double bare_put(struct bare *b)
+{
+	bare_compress(&b->all);
+	return b->all.seconds;
+}
+
+static double bare_get(struct bare *b)
+{
+	return bare_decompress(&b->all, b->back);
+}
+
+static void bare_close(struct bare *b)
+{
+	free(b->all.clen);
+	munmap(b->all.out, b->bytes);
+	munmap(b->back, b->bytes);
 }
 
 /*
@@ -337,7 +356,8 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		       uint64_t bytes, const struct config *c, int repeat, int gets, uint8_t *back,
 		       struct result *r)
 {
-	double tp[64], tg[64], speedup[64], ceiling[64];
+	double tp[64], tg[64], tc[64], td[64], put_of[64], get_of[64], speedup[64], ceiling[64];
+	struct bare bare;
 	zf_store *s, *s0 = NULL;
 	uint8_t *cout = NULL;
 	int32_t *cclen = NULL;
@@ -353,7 +373,7 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	r->bytes = bytes;
 	cli_progress("%s %s %s folio %s engines %u: bare codec", image, zf_codec_name(codec),
 		     c->mode_name, cli_format_unit(c->folio, fb, sizeof(fb)), c->engines);
-	bare_codec(codec, data, bytes, r->unit, repeat, r);
+	bare_open(&bare, codec, data, bytes, r->unit);
 	/*
 	 * A first pass fills the store; the timed ones put over it (each put replacing the
 	 * unit it finds), so the pool's pages are in memory already, as the bare loop's
@@ -379,13 +399,25 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	for (int k = -1; k < repeat; k++) {
 		cli_progress("%s %s %s folio %s engines %u: pass %d of %d", image,
 			     zf_codec_name(codec), c->mode_name, fb, c->engines, k + 1, repeat);
+		/*
+		 * Each store pass right after a bare pass over the same units: the VM's
+		 * speed drifts within a minute, and of_bare is the median of these pairs.
+		 */
+		if (k >= 0)
+			tc[k] = bare_put(&bare);
 		tp[k < 0 ? 0 : k] = put_all(s, data, bytes, c->folio, c->inflight);
 		if (c->engines && k >= 0) {
 			speedup[k] = put_all(s0, data, bytes, c->folio, 1) / tp[k];
 			ceiling[k] = ceiling_sample(codec, data, bytes, r->unit, cout, cclen);
 		}
 		memset(back, 0, bytes);
+		if (k >= 0)
+			td[k] = bare_get(&bare);
 		tg[k < 0 ? 0 : k] = get_all(s, back, bytes, r->unit);
+		if (k >= 0) {
+			put_of[k] = tc[k] / tp[k];
+			get_of[k] = td[k] / tg[k];
+		}
 		if (memcmp(back, data, bytes)) {
 			uint64_t off = 0;
 
@@ -397,6 +429,11 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	}
 	r->put_mbps = (double)bytes / 1e6 / cli_median(tp, repeat);
 	r->get_mbps = (double)bytes / 1e6 / cli_median(tg, repeat);
+	r->bare_put_mbps = (double)bytes / 1e6 / cli_median(tc, repeat);
+	r->bare_get_mbps = (double)bytes / 1e6 / cli_median(td, repeat);
+	r->put_of_bare = cli_median(put_of, repeat);
+	r->get_of_bare = cli_median(get_of, repeat);
+	bare_close(&bare);
 	r->speedup = r->ceiling = NAN;
 	if (c->engines) {
 		r->speedup = cli_median(speedup, repeat);
@@ -449,8 +486,8 @@ static void print_json(const struct result *r)
 	cli_json_num("get_mbps", r->get_mbps, 1);
 	cli_json_num("bare_put_mbps", r->bare_put_mbps, 1);
 	cli_json_num("bare_get_mbps", r->bare_get_mbps, 1);
-	cli_json_num("put_of_bare", r->put_mbps / r->bare_put_mbps, 3);
-	cli_json_num("get_of_bare", r->get_mbps / r->bare_get_mbps, 3);
+	cli_json_num("put_of_bare", r->put_of_bare, 3);
+	cli_json_num("get_of_bare", r->get_of_bare, 3);
 	cli_json_num("ratio", (double)st->orig_data_size / (double)st->compr_data_size, 4);
 	printf(",\"mem_used_total\":%llu", (unsigned long long)st->mem_used_total);
 	cli_json_num("get_p50_us", r->p50, 2);
@@ -498,8 +535,7 @@ static void print_row(const struct result *r)
 	       r->image, zf_codec_name(r->codec), r->cfg.mode_name,
 	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)), r->cfg.engines,
 	       cli_format_unit(r->unit, ub, sizeof(ub)), r->put_mbps, r->bare_put_mbps,
-	       r->put_mbps / r->bare_put_mbps, r->get_mbps, r->bare_get_mbps,
-	       r->get_mbps / r->bare_get_mbps,
+	       r->put_of_bare, r->get_mbps, r->bare_get_mbps, r->get_of_bare,
 	       (double)r->st.orig_data_size / (double)r->st.compr_data_size, mb, r->p50, r->p99,
 	       r->busy_p50, r->busy_p99, r->speedup, r->ceiling);
 }
