@@ -14,9 +14,9 @@
  *
  * Get latency: --gets single-unit gets at random places, each timed, on the idle store,
  * then again while another thread keeps putting 2 MiB folios into the same store (its
- * engines busy), three times over: the medians of the rounds' p50 and p99. A get decompresses in its own thread, so it
- * should not queue behind the compressions (the lesson of the Linux IAA batching
- * series).
+ * engines busy), three times over: the medians of the rounds' p50 and p99. A get
+ * decompresses in its own thread, so it should not queue behind the compressions (the
+ * lesson of the Linux IAA batching series).
  *
  * With engines, the ceiling of a parallel put is what the machine gives two bare codec
  * loops compressing disjoint halves of the image at once, against one loop: on a 2-vCPU
