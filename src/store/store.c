@@ -144,9 +144,7 @@ struct zf_store_pending {
 	struct put_ctx pc;
 	struct unit_out out[ZF_UNIT_MAX / STORE_PAGE];
 	struct entry *ents[ZF_UNIT_MAX / STORE_PAGE];
-	/* At its commit: the entries it replaced, then their pool objects to free. */
-	struct entry *replaced[ZF_UNIT_MAX / STORE_PAGE];
-	uint64_t handles[ZF_UNIT_MAX / STORE_PAGE];
+	uint64_t handles[ZF_UNIT_MAX / STORE_PAGE]; /* at its commit: the objects it replaced */
 };
 
 /* The counters that move under stats_lock (the pool's and the backing's are read live). */
@@ -347,11 +345,16 @@ static void lru_del(zf_store *s, struct entry *e)
 /* Entries                                                                          */
 /* -------------------------------------------------------------------------------- */
 
-/* Frees a pool object, counting the frees a full store's compaction may make use of. */
+/* Frees pool objects, counting the frees a full store's compaction may make use of. */
+static void pool_free_many(zf_store *s, const uint64_t *handles, size_t n)
+{
+	zf_pool_free_many(s->pool, handles, n);
+	atomic_fetch_add_explicit(&s->pool_frees, n, memory_order_relaxed);
+}
+
 static void pool_free(zf_store *s, uint64_t handle)
 {
-	zf_pool_free(s->pool, handle);
-	atomic_fetch_add_explicit(&s->pool_frees, 1, memory_order_relaxed);
+	pool_free_many(s, &handle, 1);
 }
 
 static uint32_t entry_pages(const struct entry *e)
@@ -983,7 +986,7 @@ int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *
 static void put_commit(zf_store *s, struct zf_store_pending *w)
 {
 	struct counters delta;
-	unsigned nr_replaced = 0, nr_handles = 0;
+	unsigned nr_handles = 0;
 
 	/*
 	 * The new units are counted (once, for the folio) before any is in the table, where
@@ -1036,23 +1039,21 @@ static void put_commit(zf_store *s, struct zf_store_pending *w)
 		if (old) {
 			count_entry(&delta, old, -1);
 			delta.invalidates++;
-			w->replaced[nr_replaced++] = old;
 		}
 		pthread_mutex_unlock(&sh->lock);
+		if (old)
+			nr_handles += (unsigned)entry_unref(s, old, &w->handles[nr_handles]);
 	}
 	counters_add(s, &delta);
 	/*
-	 * The replaced units go together, in the units' order: their pool objects, untouched
-	 * since they were stored, are freed with their cache misses overlapped (python, lz4,
+	 * The replaced units' pool objects go together, in the units' order: untouched since
+	 * they were stored, they are freed with their cache misses overlapped (python, lz4,
 	 * 2 MiB folios of 4 KiB units put over the units they replace: the put 2% faster).
 	 * The order matters: the next put of these pages fills the freed slots in it, which
 	 * keeps neighbouring units together in the pool (freed in another order, the gets of
 	 * the next pass were 7% slower).
 	 */
-	for (unsigned i = 0; i < nr_replaced; i++)
-		nr_handles += (unsigned)entry_unref(s, w->replaced[i], &w->handles[nr_handles]);
-	zf_pool_free_many(s->pool, w->handles, nr_handles);
-	atomic_fetch_add_explicit(&s->pool_frees, nr_handles, memory_order_relaxed);
+	pool_free_many(s, w->handles, nr_handles);
 }
 
 /* A put is refused (ret): what it allocated goes, and the first unit that failed is counted. */

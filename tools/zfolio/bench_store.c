@@ -361,8 +361,6 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	double tp[64], tg[64], tc[64], td[64], put_of[64], get_of[64], speedup[64], ceiling[64];
 	struct bare bare;
 	zf_store *s, *s0 = NULL;
-	uint8_t *cout = NULL;
-	int32_t *cclen = NULL;
 	double p50[LATENCY_ROUNDS], p99[LATENCY_ROUNDS];
 	double busy_p50[LATENCY_ROUNDS], busy_p99[LATENCY_ROUNDS];
 	pthread_t th;
@@ -394,10 +392,6 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		c0.engines = 0;
 		s0 = new_store(codec, &c0);
 		put_all(s0, data, bytes, c->folio, 1);
-		cout = cli_map_buffer(bytes);
-		cclen = calloc(bytes / r->unit, sizeof(*cclen));
-		if (!cclen)
-			cli_die(1, "out of memory");
 	}
 	for (int k = -1; k < repeat; k++) {
 		cli_progress("%s %s %s folio %s engines %u: pass %d of %d", image,
@@ -411,7 +405,9 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		tp[k < 0 ? 0 : k] = put_all(s, data, bytes, c->folio, c->inflight);
 		if (c->engines && k >= 0) {
 			speedup[k] = put_all(s0, data, bytes, c->folio, 1) / tp[k];
-			ceiling[k] = ceiling_sample(codec, data, bytes, r->unit, cout, cclen);
+			/* Into the bare loop's buffers: the same bytes, unit for unit. */
+			ceiling[k] = ceiling_sample(codec, data, bytes, r->unit, bare.all.out,
+						    bare.all.clen);
 		}
 		memset(back, 0, bytes);
 		if (k >= 0)
@@ -442,8 +438,6 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		r->speedup = cli_median(speedup, repeat);
 		r->ceiling = cli_median(ceiling, repeat);
 		zf_store_destroy(s0);
-		munmap(cout, bytes);
-		free(cclen);
 	}
 	zf_store_get_stats(s, &r->st);
 	zf_store_stats_text(s, r->counters, sizeof(r->counters));
