@@ -573,7 +573,8 @@ ZF_API int zf_store_put_finish(zf_store_pending *pending);
  * partial_loads). The entry stays; zf_store_invalidate() drops it. Returns 0, or:
  *   -ENOENT  no unit of that size holds the page (see zf_store_unit_size);
  *   -EINVAL  len neither 4096 nor the unit's size, or index not its first page;
- *   -EBADMSG the stored bytes fail their checksum or do not decompress (decompress_fail);
+ *   -EBADMSG the stored bytes fail their checksum or do not decompress (decompress_fail;
+ *            what dst then holds is unspecified);
  *   -EIO     reading the backing file failed (the entry stays, for a retry).
  */
 ZF_API int zf_store_get(zf_store *store, uint32_t owner, uint64_t index, void *dst, size_t len);

@@ -1118,8 +1118,8 @@ static void fill_same(void *dst, size_t len, uint64_t v)
 }
 
 /*
- * Reads a unit's stored bytes (pool or backing: same-filled units never get here), checks
- * them and decompresses into dst.
+ * Reads a unit's stored bytes (pool or backing: same-filled units never get here),
+ * decompresses them into dst and checks them.
  */
 static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e, uint8_t *dst,
 		     int *bd_read, int *bd_error)
@@ -1144,11 +1144,20 @@ static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e,
 		if (!data)
 			return -EBADMSG;
 	}
-	if (XXH3_64bits(data, e->clen) != e->checksum)
-		ret = -EBADMSG;
-	else if (e->raw)
+	/*
+	 * Decompressed first, checked after: the decompressor reads the object from memory,
+	 * its misses overlapped with its work, and the checksum then reads it from the cache.
+	 * Checked first, the checksum took those misses with nothing to overlap them (64 KiB
+	 * lz4 units, gets alternated with the bare loop: 0.87-0.89 of it for redis, 0.91 for
+	 * python, against 0.91-0.93 and 0.94 this way; 4 KiB units unchanged). Corrupt bytes
+	 * do no harm meanwhile: every codec's decompressor is its safe one, which never
+	 * writes past dst's unit, and what it wrote is not data (-EBADMSG: dst unspecified).
+	 */
+	if (e->raw)
 		memcpy(dst, data, unit);
 	else if (zf_codec_decompress(g->ctx, data, e->clen, dst, unit) != (int)unit)
+		ret = -EBADMSG;
+	if (XXH3_64bits(data, e->clen) != e->checksum)
 		ret = -EBADMSG;
 	if (e->kind == ENTRY_POOL)
 		zf_pool_read_end(s->pool, e->where);
