@@ -956,9 +956,18 @@ static int units_may_come_free(zf_region *r)
 	return 0;
 }
 
+/* Faults that found no room fault again (thread mode), or look again (SIGBUS mode). */
+static void wake_room_waiters(zf_region *r)
+{
+	wake_range(r, r->base, r->size);
+	atomic_fetch_add_explicit(&r->resident_seq, 1, memory_order_release);
+	futex_wake_all(&r->resident_seq);
+}
+
 static void *reclaim_main(void *arg)
 {
 	zf_region *r = arg;
+	int woke;
 
 	pthread_mutex_lock(&r->bg_lock);
 	while (!r->bg_stop) {
@@ -970,6 +979,7 @@ static void *reclaim_main(void *arg)
 		}
 		r->reclaim_kick = 0;
 		pthread_mutex_unlock(&r->bg_lock);
+		woke = 0;
 		for (unsigned empty = 0; atomic_load(&r->resident) > r->limit_units;) {
 			got = reclaim_batch(r);
 			empty = got ? 0 : empty + 1;
@@ -988,12 +998,19 @@ static void *reclaim_main(void *arg)
 			/* Nothing evictable at all: let faults through rather than hang them. */
 			atomic_store(&r->admit_over, got == 0);
 			/* Faults left waiting for room (thread mode) fault again now. */
-			wake_range(r, r->base, r->size);
-			atomic_fetch_add_explicit(&r->resident_seq, 1, memory_order_release);
-			futex_wake_all(&r->resident_seq);
+			wake_room_waiters(r);
+			woke = 1;
 			if (!got)
 				break;
 		}
+		/*
+		 * A kick may come from a fault that found no room, and the room may have come
+		 * meanwhile from elsewhere (a pageout, a DONTNEED), before this thread looked: with
+		 * nothing left to reclaim, that fault still waits to be woken (region_stress hung
+		 * so, "thread 64k readahead", with two instances at once on two CPUs).
+		 */
+		if (!woke)
+			wake_room_waiters(r);
 		if (atomic_load(&r->resident) <= r->limit_units)
 			atomic_store(&r->admit_over, 0); /* under the limit again */
 		pthread_mutex_lock(&r->bg_lock);
