@@ -1334,6 +1334,20 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		}
 		ret = zero_fill(r, unit_addr(r, u), r->unit);
 		pthread_rwlock_unlock(&r->read_lock);
+		if (ret == -EEXIST) {
+			/*
+			 * A one-page unit whose page is there already: the zeros an eviction
+			 * placed for its own read of a page the program dropped (above), left
+			 * when that eviction gave the unit back and the program's REMOVE then
+			 * made it EMPTY - write-protected still if the give-back could not
+			 * unprotect it (-EAGAIN). The page is the unit's content: the unit is
+			 * resident, and a write faults once more and is let through as on any
+			 * resident unit. Treated as a failed fill, the write would fault on
+			 * the protected page forever (a hang in the events race test).
+			 */
+			wake_range(r, page, RG_PAGE);
+			ret = 0;
+		}
 		if (ret) {
 			resident_add(r, -1);
 			unit_release(r, u, ST_EMPTY, 0, 0);
