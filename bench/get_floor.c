@@ -6,9 +6,10 @@
  * from above, whatever the table, the pool and the locks cost: this program measures
  * the bound. It compresses an image's units once with a zfolio codec (same-filled units
  * skipped, a unit that does not compress kept raw, as the store and the bench's bare loop
- * do), then times passes of the bare decompression loop and of the same loop plus
- * XXH3_64bits() of each compressed unit after it is decompressed (the store's order),
- * alternating which of the two goes first, and reports the median of the paired ratios.
+ * do), then times passes of the bare decompression loop and of the same loop plus the
+ * store's checksum (zf_checksum(), src/common/checksum.h) of each compressed unit after
+ * it is decompressed (the store's order), alternating which of the two goes first, and
+ * reports the median of the paired ratios.
  *
  * usage: get_floor IMAGE CODEC UNIT_BYTES PASSES
  * prints one JSON line: bare_mbps, checked_mbps (medians, MB = 10^6 B of units
@@ -19,8 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include <xxhash.h>
-
+#include "../src/common/checksum.h"
 #include "bench_time.h"
 #include "zfolio.h"
 
@@ -46,14 +46,14 @@ static double pass(const struct units *u, int check)
 			continue;
 		if (u->clen[i] < 0) {
 			memcpy(dst, u->data + i * u->unit, u->unit);
-			if (check && XXH3_64bits(u->data + i * u->unit, u->unit) != u->sum[i])
+			if (check && zf_checksum(u->data + i * u->unit, u->unit) != u->sum[i])
 				goto bad;
 			continue;
 		}
 		if (zf_codec_decompress(u->ctx, src, (size_t)u->clen[i], dst, u->unit) !=
 		    (int)u->unit)
 			goto bad;
-		if (check && XXH3_64bits(src, (size_t)u->clen[i]) != u->sum[i])
+		if (check && zf_checksum(src, (size_t)u->clen[i]) != u->sum[i])
 			goto bad;
 	}
 	return now() - t0;
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
 			continue;
 		n = zf_codec_compress(u.ctx, src, u.unit, dst, u.unit - 1);
 		u.clen[i] = n > 0 ? n : -1;
-		u.sum[i] = n > 0 ? XXH3_64bits(dst, (size_t)n) : XXH3_64bits(src, u.unit);
+		u.sum[i] = n > 0 ? zf_checksum(dst, (size_t)n) : zf_checksum(src, u.unit);
 		bytes += u.unit;
 	}
 	if (!bytes) {

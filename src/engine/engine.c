@@ -71,8 +71,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
+#include "../common/checksum.h"
 #include "engine.h"
 
 #define CACHE_LINE 64
@@ -257,7 +256,7 @@ int engine_job_run(zf_codec_ctx *ctx, zf_job *job)
 	/* The checksum of the compressed bytes, as IAA and QPL give a CRC with the output. */
 	if (ret > 0 && (job->flags & ZF_JOB_CHECKSUM))
 		job->checksum =
-			XXH3_64bits(job->op == ZF_JOB_COMPRESS ? job->dst : job->src,
+			zf_checksum(job->op == ZF_JOB_COMPRESS ? job->dst : job->src,
 				    job->op == ZF_JOB_COMPRESS ? (size_t)ret : job->src_len);
 	return job_end(job, ret);
 }

@@ -60,9 +60,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
 #include "../backing/backing.h"
+#include "../common/checksum.h"
 #include "../common/common.h"
 #include "../engine/engine.h"
 #include "store.h"
@@ -874,7 +873,7 @@ static void pool_store_unit(const struct put_ctx *pc, unsigned i, const zf_job *
 			}
 		}
 	}
-	u->checksum = j && !u->raw ? j->checksum : XXH3_64bits(data, u->clen);
+	u->checksum = j && !u->raw ? j->checksum : zf_checksum(data, u->clen);
 	if (zf_pool_alloc(s->pool, u->clen, &u->where)) {
 		u->where = 0;
 		u->status = -ENOMEM;
@@ -1199,7 +1198,7 @@ static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e,
 		memcpy(dst, data, unit);
 	else if (zf_codec_decompress(g->ctx, data, e->clen, dst, unit) != (int)unit)
 		ret = -EBADMSG;
-	if (XXH3_64bits(data, e->clen) != e->checksum)
+	if (zf_checksum(data, e->clen) != e->checksum)
 		ret = -EBADMSG;
 	if (e->kind == ENTRY_POOL)
 		zf_pool_read_end(s->pool, e->where);

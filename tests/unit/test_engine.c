@@ -29,6 +29,7 @@
 #include <xxhash.h>
 
 #include "zfolio.h"
+#include "../../src/common/checksum.h"
 #include "../../src/engine/engine.h"
 #include "testutil.h"
 
@@ -816,6 +817,37 @@ static void test_create_destroy_cycles(void **state)
 	work_free(&w);
 }
 
+/*
+ * The checksum a job and the store compute (AVX2 where the CPU has it) is libxxhash's
+ * XXH3_64bits() to the bit, at every length XXH3 treats apart (0, 1-3, 4-8, 9-16,
+ * 17-128, 129-240, and the long loop with its stripes, blocks and tail).
+ */
+static void test_checksum_is_xxh3(void **state)
+{
+	static const size_t lens[] = { 0,    1,	   3,	 4,    8,    9,		 16,
+				       17,   128,  129,	 240,  241,  255,	 256,
+				       1023, 1024, 1025, 4096, 4097, 65536 + 13, 1u << 20 };
+	const size_t max = 1u << 20;
+	uint8_t *buf = malloc(max + 64);
+	uint64_t s = 42;
+
+	(void)state;
+#ifdef ZF_CHECKSUM_AVX2
+	/* The choice was made before main(), and made right. */
+	assert_int_equal(checksum_use_avx2, __builtin_cpu_supports("avx2") != 0);
+#endif
+	assert_non_null(buf);
+	for (size_t i = 0; i < max + 64; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		buf[i] = (uint8_t)(s >> 56);
+	}
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		for (size_t off = 0; off < 64; off += 21) /* aligned or not */
+			assert_true(zf_checksum(buf + off, lens[i]) ==
+				    XXH3_64bits(buf + off, lens[i]));
+	free(buf);
+}
+
 /* Each thread makes a context once per codec and keeps it; a ninth codec replaces one. */
 static void test_context_reuse(void **state)
 {
@@ -964,6 +996,7 @@ int main(void)
 		cmocka_unit_test(test_destroy_with_work),
 		cmocka_unit_test(test_create_destroy_cycles),
 		cmocka_unit_test(test_context_reuse),
+		cmocka_unit_test(test_checksum_is_xxh3),
 		cmocka_unit_test(test_stats_many_producers),
 	};
 
