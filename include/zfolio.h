@@ -579,6 +579,22 @@ ZF_API int zf_store_put_finish(zf_store_pending *pending);
  */
 ZF_API int zf_store_get(zf_store *store, uint32_t owner, uint64_t index, void *dst, size_t len);
 
+/*
+ * Reads back the folio of len bytes (a power of two, 4 KiB..2 MiB) at page index of
+ * owner (index a multiple of its pages) into dst: every unit stored in it, each
+ * decompressed once, in place, as zswap loads a large folio (in split mode, each of its
+ * pages). The units may be of any sizes, each lying whole in the folio. It takes the
+ * table's lock once per 64 units and the counters' lock once, where a zf_store_get() per
+ * unit takes both for each. Counted as those gets would be (zswpin, swpin_units), when the whole folio
+ * came back; a failed one counts only its failure and the backing reads it made
+ * (decompress_fail, bd_reads, bd_read_errors). Returns 0, or:
+ *   -ENOENT  a page of the folio is not stored;
+ *   -EINVAL  len or index not as above, or a unit reaches outside the folio;
+ *   -EBADMSG, -EIO  as zf_store_get() (a unit fails; what dst holds is unspecified).
+ */
+ZF_API int zf_store_get_folio(zf_store *store, uint32_t owner, uint64_t index, void *dst,
+			      size_t len);
+
 /* The size of the unit that holds page index of owner, and its first page in *first
  * (if not NULL); -ENOENT if none does. */
 ZF_API long zf_store_unit_size(zf_store *store, uint32_t owner, uint64_t index, uint64_t *first);

@@ -158,7 +158,6 @@ struct zf_region {
 	uint32_t unit, unit_pages, order;
 	uint64_t nunits;
 	uint32_t owner;
-	uint32_t piece; /* bytes per store get: the store's unit, at most ours */
 	zf_store *store;
 	int own_store;
 	zf_region_options o;
@@ -1040,14 +1039,8 @@ static int load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page
 	if (page >= 0)
 		return store_get_with(r->store, c->reader, r->owner, index + (uint64_t)page, c->buf,
 				      RG_PAGE);
-	for (uint32_t off = 0; off < r->unit; off += r->piece) {
-		int ret = store_get_with(r->store, c->reader, r->owner, index + off / RG_PAGE,
-					 c->buf + off, r->piece);
-
-		if (ret)
-			return ret;
-	}
-	return 0;
+	/* The unit's pieces (the store's units: 4 KiB in split mode) in one folio get. */
+	return store_get_folio_with(r->store, c->reader, r->owner, index, c->buf, r->unit);
 }
 
 /* Whether every page of unit u is present (per-page mode). */
@@ -2173,7 +2166,6 @@ static int region_setup_store(zf_region *r, zf_store *store)
 		TRY(zf_store_create(&so, &r->store));
 		r->own_store = 1;
 	}
-	r->piece = ZF_MIN(store_unit(r->store), r->unit);
 	return 0;
 }
 

@@ -18,13 +18,17 @@ int store_inject_backing_error(zf_store *s, int op, uint64_t after_n, int err);
 /*
  * A reader: a codec context and scratch room of its own, for gets made where the
  * per-thread one of zf_store_get() cannot be made (a signal handler must not allocate).
- * store_get_with() is zf_store_get() with it; the reader serves one thread at a time.
+ * store_get_with() is zf_store_get() with it, store_get_folio_with() zf_store_get_folio();
+ * the reader serves one thread at a time.
  */
 struct store_reader;
 int store_reader_create(zf_store *s, struct store_reader **r);
 void store_reader_destroy(struct store_reader *r);
 int store_get_with(zf_store *s, struct store_reader *r, uint32_t owner, uint64_t index, void *dst,
 		   size_t len);
+/* zf_store_get_folio() with a reader. */
+int store_get_folio_with(zf_store *s, struct store_reader *r, uint32_t owner, uint64_t index,
+			 void *dst, size_t len);
 
 /* The store's unit: 4096 in split mode. */
 uint32_t store_unit(const zf_store *s);

@@ -20,9 +20,9 @@
  *    where the shadow has nothing), invalidations that must drop exactly the units the
  *    shadow has there, unit sizes that must match;
  *  - shared owner: puts of 64 KiB folios at the same indexes from every thread,
- *    invalidations, and gets that must return -ENOENT or pages with a valid header for
- *    that owner and index (and in unit mode one version across a whole unit: a unit is
- *    stored whole);
+ *    invalidations, and gets (of a page, a unit, or the folio with zf_store_get_folio)
+ *    that must return -ENOENT or pages with a valid header for that owner and index (and
+ *    one version across a whole unit: a unit is stored whole);
  *  - a stats thread reads zf_store_get_stats() and the text and checks what holds of any
  *    snapshot (a folio's counters move together; nothing negative; the monotonic ones
  *    never fall), and now and then writes back and compacts.
@@ -383,11 +383,13 @@ static void shared_get(struct worker *w)
 {
 	const uint64_t r = stress_rand(&w->rng);
 	const uint64_t upages = shared_unit() / PAGE;
-	const int whole = r % 2;
-	const uint64_t index =
-		whole ? (r >> 8) % (SHARED_PAGES / upages) * upages : (r >> 8) % SHARED_PAGES;
-	const size_t len = whole ? shared_unit() : PAGE;
-	const int ret = zf_store_get(store, SHARED_OWNER, index, w->out, len);
+	/* 0: a page, 1: a unit, 2: a folio as it was put (zf_store_get_folio). */
+	const int how = (int)(r % 3);
+	const uint64_t apages = how == 2 ? SHARED_FOLIO / PAGE : how ? upages : 1;
+	const uint64_t index = (r >> 8) % (SHARED_PAGES / apages) * apages;
+	const size_t len = apages * PAGE;
+	const int ret = how == 2 ? zf_store_get_folio(store, SHARED_OWNER, index, w->out, len)
+				 : zf_store_get(store, SHARED_OWNER, index, w->out, len);
 	uint32_t version = 0;
 
 	w->gets++;
@@ -401,10 +403,10 @@ static void shared_get(struct worker *w)
 	for (uint64_t k = 0; k < len / PAGE; k++) {
 		const uint32_t v = check_shared_page(w->out + k * PAGE, index + k, "shared get");
 
-		if (k && v != version)
-			fail("shared get of a %zu-byte unit at %llu: page %llu is version %#x, "
-			     "page "
-			     "0 %#x (a unit is stored whole)",
+		/* A unit is one version; a folio of several units may mix them. */
+		if (k % upages && v != version)
+			fail("shared get of %zu bytes at %llu: page %llu is version %#x, the "
+			     "page before %#x (a unit is stored whole)",
 			     len, (unsigned long long)index, (unsigned long long)k, v, version);
 		version = v;
 	}
@@ -414,7 +416,7 @@ static void shared_get(struct worker *w)
 		w->partial_loads++;
 		w->swpin_fallback[__builtin_ctz(upages)]++;
 	} else {
-		w->swpin_units[__builtin_ctz(len / PAGE)]++;
+		w->swpin_units[__builtin_ctz(upages)] += len / PAGE / upages;
 	}
 }
 

@@ -3,9 +3,10 @@
  * memory images, beside the bare codec doing the same work.
  *
  * For each configuration (image, codec, storage mode, folio size, engines) it puts every
- * folio of the image into a fresh zf_store and gets every unit back, verifying every
- * byte, and reports put and get MB/s (median of --repeat passes), the ratio, the pool's
- * memory and the store's counters. In the same run, a bare loop over the codec
+ * folio of the image into a fresh zf_store and gets every folio back (zf_store_get_folio;
+ * --get unit: a zf_store_get() per unit), verifying every byte, and reports put and get
+ * MB/s (median of --repeat passes), the ratio, the pool's memory and the store's
+ * counters. In the same run, a bare loop over the codec
  * (zf_codec_compress / zf_codec_decompress on the same units, same-filled units skipped
  * as the store skips them) gives the ceiling the store's own work can approach: the
  * store's overhead is the difference. A bare pass runs just before each store pass, and
@@ -45,9 +46,9 @@
 static const char bench_store_usage[] =
 	"usage: zfolio bench store [--image FILE ...] [--codec LIST] [--mode LIST]\n"
 	"                          [--folio LIST] [--engines LIST] [--inflight N]\n"
-	"                          [--repeat N] [--gets N] [--json]\n"
+	"                          [--get folio|unit] [--repeat N] [--gets N] [--json]\n"
 	"\n"
-	"Puts every folio of a memory image into a zf_store and gets every unit back (each\n"
+	"Puts every folio of a memory image into a zf_store and gets every folio back (each\n"
 	"byte checked), for each combination of the lists; beside it, a bare loop over the\n"
 	"codec on the same units, and the get latency with the store idle and while another\n"
 	"thread puts 2 MiB folios.\n"
@@ -65,6 +66,9 @@ static const char bench_store_usage[] =
 	"                 zf_store_put_start, the oldest finished when N are started, so\n"
 	"                 that the engines go on with the next folio while the putting\n"
 	"                 thread finishes one)\n"
+	"  --get HOW      folio: each folio read back with one zf_store_get_folio(), as the\n"
+	"                 kernel loads a large folio (default); unit: one zf_store_get() per\n"
+	"                 unit\n"
 	"  --repeat N     timed put and get passes; the median is reported (default 3)\n"
 	"  --gets N       single-unit gets timed for each latency figure, in each of three\n"
 	"                 rounds (the median round is reported; default 5000)\n"
@@ -86,6 +90,7 @@ struct config {
 	uint64_t folio;
 	unsigned engines;
 	unsigned inflight;
+	int get_units; /* --get unit: a zf_store_get() per unit, not per folio */
 };
 
 struct result {
@@ -279,16 +284,19 @@ static double put_all(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t
 	return cli_now() - t0;
 }
 
-static double get_all(zf_store *s, uint8_t *dst, uint64_t bytes, uint64_t unit)
+/* Gets every folio back (or, with units, every unit: step is the unit's size). */
+static double get_all(zf_store *s, uint8_t *dst, uint64_t bytes, uint64_t step, int units)
 {
 	const double t0 = cli_now();
 
-	for (uint64_t off = 0; off < bytes; off += unit) {
-		const int ret = zf_store_get(s, 1, off / ZF_PAGE_SIZE, dst + off, unit);
+	for (uint64_t off = 0; off < bytes; off += step) {
+		const int ret =
+			units ? zf_store_get(s, 1, off / ZF_PAGE_SIZE, dst + off, step)
+			      : zf_store_get_folio(s, 1, off / ZF_PAGE_SIZE, dst + off, step);
 
 		if (ret)
-			cli_die(1, "get of the unit at %llu: %s", (unsigned long long)off,
-				zf_strerror(ret));
+			cli_die(1, "get of the %s at %llu: %s", units ? "unit" : "folio",
+				(unsigned long long)off, zf_strerror(ret));
 	}
 	return cli_now() - t0;
 }
@@ -412,7 +420,8 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		memset(back, 0, bytes);
 		if (k >= 0)
 			td[k] = bare_get(&bare);
-		tg[k < 0 ? 0 : k] = get_all(s, back, bytes, r->unit);
+		tg[k < 0 ? 0 : k] =
+			get_all(s, back, bytes, c->get_units ? r->unit : c->folio, c->get_units);
 		if (k >= 0) {
 			put_of[k] = tc[k] / tp[k];
 			get_of[k] = td[k] / tg[k];
@@ -496,7 +505,8 @@ static void print_json(const struct result *r)
 	       zf_codec_name(r->codec), r->cfg.mode_name,
 	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)),
 	       cli_format_unit(r->unit, ub, sizeof(ub)), r->cfg.engines);
-	printf(",\"inflight\":%u,\"bytes\":%llu", r->cfg.inflight, (unsigned long long)r->bytes);
+	printf(",\"inflight\":%u,\"get\":\"%s\",\"bytes\":%llu", r->cfg.inflight,
+	       r->cfg.get_units ? "unit" : "folio", (unsigned long long)r->bytes);
 	cli_json_num("put_mbps", r->put_mbps, 1);
 	cli_json_num("get_mbps", r->get_mbps, 1);
 	cli_json_num("bare_put_mbps", r->bare_put_mbps, 1);
@@ -583,6 +593,7 @@ int bench_store(int argc, char **argv)
 		{ "folio", required_argument, NULL, 'f' },
 		{ "engines", required_argument, NULL, 'e' },
 		{ "inflight", required_argument, NULL, 'n' },
+		{ "get", required_argument, NULL, 'G' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "gets", required_argument, NULL, 'g' },
 		{ "json", no_argument, NULL, 'j' },
@@ -596,7 +607,7 @@ int bench_store(int argc, char **argv)
 	char *codec_names[MAX_LIST], *mode_names[MAX_LIST], *engine_names[MAX_LIST];
 	const char *images[MAX_LIST];
 	uint64_t folios[MAX_LIST], engines[MAX_LIST], repeat = 3, gets = 5000, inflight = 1;
-	int n_images = 0, n_codecs, n_modes, n_folios, n_engines, opt, json = 0;
+	int n_images = 0, n_codecs, n_modes, n_folios, n_engines, opt, json = 0, get_units = 0;
 
 	while ((opt = getopt_long(argc, argv, "i:c:m:f:e:n:r:g:h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -620,6 +631,12 @@ int bench_store(int argc, char **argv)
 				cli_die(EXIT_USAGE,
 					"--inflight: expected a count from 1 to %u, got '%s'",
 					INFLIGHT_MAX, optarg);
+			break;
+		case 'G':
+			if (strcmp(optarg, "folio") && strcmp(optarg, "unit"))
+				cli_die(EXIT_USAGE, "--get: expected folio or unit, got '%s'",
+					optarg);
+			get_units = !strcmp(optarg, "unit");
 			break;
 		case 'r':
 			if (cli_parse_uint(optarg, 1, 64, &repeat) < 0)
@@ -689,6 +706,7 @@ int bench_store(int argc, char **argv)
 						c.folio = folios[fi];
 						c.engines = (unsigned)engines[ei];
 						c.inflight = (unsigned)inflight;
+						c.get_units = get_units;
 						run_config(name, codec, zf_image_data(img), bytes,
 							   &c, (int)repeat, (int)gets, back, &r);
 						cli_progress_done();
