@@ -212,11 +212,65 @@ static void gen_body(uint8_t *b, size_t p, uint32_t v)
 	memcpy(b, hdr, sizeof(hdr));
 }
 
+/*
+ * Where the bytes of a wrong page may have come from, for the failure message: another
+ * page's body (by its header), a page's body shifted, or the sample image's bytes. A
+ * window of the page (past the zeros a half-zero body has) is looked for in each page's
+ * current body and in the sample.
+ */
+#define WIN 3000
+static void describe(const uint8_t *have, char *out, size_t cap)
+{
+	static const uint8_t zeros[64];
+	uint8_t body[PAGE];
+	uint64_t hdr[2];
+
+	memcpy(hdr, have, sizeof(hdr));
+	if (hdr[0] < npages && (hdr[1] & 0xffffffffu) == 0x52u) {
+		const uint32_t v = (uint32_t)(hdr[1] >> 32);
+
+		gen_body(body, hdr[0], v);
+		snprintf(out, cap,
+			 "; its header says page %llu version %u (%s; that page is at %u)",
+			 U(hdr[0]), v, memcmp(body, have, PAGE - 8) ? "other bytes after" : "whole",
+			 ver[hdr[0]]);
+		return;
+	}
+	if (!memcmp(have + WIN, zeros, sizeof(zeros))) {
+		snprintf(out, cap, "; zeros at %d, first words %#llx %#llx", WIN, U(hdr[0]),
+			 U(hdr[1]));
+		return;
+	}
+	for (size_t q = 0; q < npages; q++) {
+		const uint8_t *at;
+
+		gen_body(body, q, ver[q]);
+		at = memmem(body, PAGE - 8, have + WIN, sizeof(zeros));
+		if (at) {
+			snprintf(out, cap, "; its bytes at %d are page %llu's (version %u) at %lld",
+				 WIN, U(q), ver[q], (long long)(at - body));
+			return;
+		}
+	}
+	if (sample) {
+		const uint8_t *at = memmem(sample, sample_pages * PAGE, have + WIN, sizeof(zeros));
+
+		if (at) {
+			snprintf(out, cap,
+				 "; its bytes at %d are the sample's at %llu (%llu into a page)",
+				 WIN, U(at - sample), U((uint64_t)(at - sample) % PAGE));
+			return;
+		}
+	}
+	snprintf(out, cap, "; first words %#llx %#llx, found nowhere", U(hdr[0]), U(hdr[1]));
+}
+
 /* Page p must hold (ver[p], cnt[p]). */
 static void check_page(size_t p, const char *what)
 {
 	const uint8_t *pg = base + p * PAGE;
 	uint8_t want[PAGE], have[PAGE];
+	char where[160];
 	const char *how;
 	uint64_t c;
 
@@ -227,6 +281,7 @@ static void check_page(size_t p, const char *what)
 	memcpy(have, pg, PAGE);
 	memcpy(&c, have + PAGE - 8, 8);
 	how = "other bytes";
+	where[0] = '\0';
 	if (!memcmp(have, want, PAGE - 8)) {
 		how = "the right body";
 	} else {
@@ -243,12 +298,14 @@ static void check_page(size_t p, const char *what)
 			if (hdr[0] == p && (hdr[1] & 0xffffffffu) == 0x52u)
 				how = (hdr[1] >> 32) < ver[p] ? "an older version"
 							      : "another version";
+			else
+				describe(have, where, sizeof(where));
 		}
 	}
 	fail("%s: page %llu (unit %llu%s) should hold version %u counter %llu; it holds %s, "
-	     "counter %llu",
+	     "counter %llu%s",
 	     what, U(p), U(p / upages), foreign[p] ? ", the program's own now" : "", ver[p],
-	     U(cnt[p]), how, U(c));
+	     U(cnt[p]), how, U(c), where);
 }
 
 /* The library's diagnostics (a unit it cannot read back, ...) go to stderr. */
