@@ -902,22 +902,102 @@ static uint32_t lowest_free(const struct size_class *c, const struct zspage *zs)
 	return c->objs;
 }
 
+/* Whether an object of size bytes in slot s of zs would lie on pages in memory only. */
+static int slot_in_memory(const struct size_class *c, const struct zspage *zs, uint32_t s,
+			  size_t size)
+{
+	uint32_t first, last, p;
+
+	slot_pages(c, s, size, &first, &last);
+	for (p = first; p <= last && zs->page_resident[p]; p++)
+		;
+	return p > last;
+}
+
+/* The partly used zspage after zs (NULL: the first) fullest first, src left out. */
+static const struct zspage *next_partial(const struct size_class *c, const struct zspage *zs,
+					 int *g, const struct zspage *src)
+{
+	zs = zs ? zs->next : NULL;
+	for (;;) {
+		while (zs && zs == src)
+			zs = zs->next;
+		if (zs)
+			return zs;
+		if (--*g < 1)
+			return NULL;
+		zs = c->groups[*g];
+	}
+}
+
+/*
+ * Whether drain_source()'s moves would empty src, for no more pages taken again than src
+ * gives back: each object of src, the highest first, into the lowest free slot of the
+ * fullest partly used zspage (which stays the fullest, at the head of its group, until
+ * it is full), while that one holds at least as many objects as src has left.
+ */
+static int drain_pays(const struct size_class *c, const struct zspage *src)
+{
+	const struct zspage *dst = NULL;
+	uint8_t fresh[ZPOOL_MAX_ZSPAGE_PAGES];
+	uint32_t left = src->inuse, placed = 0, d = 0, taken = 0;
+	int g = ZPOOL_GROUP_FULL;
+
+	for (uint32_t s = c->objs; s-- > 0 && left;) {
+		uint32_t first, last;
+
+		if (slot_is_free(src, s))
+			continue;
+		while (!dst || dst->inuse + placed == c->objs) {
+			dst = next_partial(c, dst, &g, src);
+			placed = d = 0;
+			if (!dst)
+				return 0;
+			memset(fresh, 0, dst->pages);
+		}
+		if (dst->inuse + placed < left)
+			return 0;
+		while (!slot_is_free(dst, d))
+			d++;
+		slot_pages(c, d++, hdr_load(c, src, s) >> HDR_SIZE_SHIFT, &first, &last);
+		for (uint32_t p = first; p <= last; p++) {
+			taken += !dst->page_resident[p] && !fresh[p];
+			fresh[p] = 1;
+		}
+		placed++;
+		left--;
+	}
+	return left == 0 && taken <= src->resident;
+}
+
 /*
  * Moves src's objects, the highest slot first, into fuller zspages of the class while
  * there are any; then slides what is left of them down within src. Either way the free
  * slots end up together at the end, where whole pages can be given back.
+ *
+ * A move onto a page that was given back takes it again, which pays when src is emptied
+ * and its pages, as many or more, go. Left partly drained (no fuller zspage left, or
+ * pinned ones kept from being sources), a compaction that took pages so could end
+ * holding more than it began with (the model test saw pages_compacted fall by one, with
+ * pins). So unless the moves will empty src and pay (drain_pays()), objects go only into
+ * slots on pages in memory.
  */
 static void drain_source(zf_pool *pool, struct size_class *c, struct zspage *src)
 {
+	const int pays = drain_pays(c, src);
 	int64_t s;
 
 	while (src->inuse && (s = highest_used(c, src)) >= 0) {
 		struct zspage *dst = fullest_partial(c, src);
+		const size_t size = hdr_load(c, src, (uint32_t)s) >> HDR_SIZE_SHIFT;
+		uint32_t to;
 
-		if (dst && dst->inuse >= src->inuse) {
+		if (dst && dst->inuse >= src->inuse &&
+		    (pays || slot_in_memory(c, dst, lowest_free(c, dst), size))) {
 			move_object(pool, c, src, (uint32_t)s, dst);
 			regroup(c, dst);
-		} else if (lowest_free(c, src) < (uint32_t)s) {
+		} else if ((to = lowest_free(c, src)) < (uint32_t)s &&
+			   slot_in_memory(c, src, to, size)) {
 			move_object(pool, c, src, (uint32_t)s, src);
 		} else {
 			break;
@@ -1016,14 +1096,9 @@ static int spill_find(const struct size_class *d, size_t size, struct spill_move
 	for (int g = ZPOOL_GROUP_FULL - 1; g >= 1; g--) {
 		for (struct zspage *zs = d->groups[g]; zs; zs = zs->next) {
 			for (uint32_t s = 0; s < d->objs; s++) {
-				uint32_t first, last, p;
-
 				if (!spill_slot_open(plan, n, zs, s))
 					continue;
-				slot_pages(d, s, size, &first, &last);
-				for (p = first; p <= last && zs->page_resident[p]; p++)
-					;
-				if (p > last) {
+				if (slot_in_memory(d, zs, s, size)) {
 					plan[n].to = (struct size_class *)d;
 					plan[n].zs = zs;
 					plan[n].to_slot = s;
