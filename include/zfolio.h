@@ -272,6 +272,13 @@ ZF_API int zf_pool_write(zf_pool *pool, uint64_t handle, const void *src, size_t
  */
 ZF_API const void *zf_pool_read_begin(zf_pool *pool, uint64_t handle, size_t *size);
 ZF_API void zf_pool_read_end(zf_pool *pool, uint64_t handle);
+/*
+ * zf_pool_read_begin() of n objects, ptrs[i] for handles[i], and zf_pool_read_end() of n
+ * (each of them begun), faster than one at a time: the lookups of the next ones overlap.
+ */
+ZF_API void zf_pool_read_begin_many(zf_pool *pool, const uint64_t *handles, size_t n,
+				    const void **ptrs);
+ZF_API void zf_pool_read_end_many(zf_pool *pool, const uint64_t *handles, size_t n);
 
 /* The size an object was allocated with, or 0 for a handle that is not allocated. */
 ZF_API size_t zf_pool_object_size(zf_pool *pool, uint64_t handle);

@@ -1295,6 +1295,7 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			   void *dst, size_t len)
 {
 	const uint64_t pages = len / STORE_PAGE, end = index + pages;
+	const uint64_t step = (uint64_t)1 << s->unit_order; /* the units' pages, most likely */
 	uint64_t at = index, swpin_units[ZF_STORE_ORDERS] = { 0 }, loaded = 0;
 	int ret = 0, bd_reads = 0, bd_errors = 0;
 	struct shard *sh;
@@ -1309,10 +1310,22 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 		struct entry *ents[GET_BATCH];
 		struct entry_view v[GET_BATCH];
 		const void *data[GET_BATCH];
-		unsigned n = 0;
+		uint64_t handles[GET_BATCH];
+		unsigned n = 0, pooled = 0;
 
 		pthread_mutex_lock(&sh->lock);
 		while (n < GET_BATCH && at < end) {
+			/* As put_commit(): the misses of the next lookups overlap this one's. */
+			if (at + COMMIT_BUCKET_AHEAD * step < end)
+				__builtin_prefetch(bucket_of(
+					sh, key_hash(owner, at + COMMIT_BUCKET_AHEAD * step)));
+			if (at + COMMIT_ENTRY_AHEAD * step < end) {
+				const struct entry *head = *bucket_of(
+					sh, key_hash(owner, at + COMMIT_ENTRY_AHEAD * step));
+
+				if (head)
+					__builtin_prefetch(head);
+			}
 			ents[n] = entry_lookup_locked(s, sh, owner, at, &v[n]);
 			if (!ents[n]) {
 				ret = -ENOENT;
@@ -1327,10 +1340,13 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			at += 1u << v[n++].order;
 		}
 		pthread_mutex_unlock(&sh->lock);
-		for (unsigned i = 0; i < n; i++)
-			data[i] = !ret && v[i].kind == ENTRY_POOL
-					  ? zf_pool_read_begin(s->pool, v[i].where, NULL)
-					  : NULL;
+		for (unsigned i = 0; i < n && !ret; i++)
+			if (v[i].kind == ENTRY_POOL)
+				handles[pooled++] = v[i].where;
+		zf_pool_read_begin_many(s->pool, handles, pooled, data);
+		/* data[] by pooled unit, spread out to data[] by unit (i >= k always). */
+		for (unsigned i = n, k = pooled; i-- > 0;)
+			data[i] = !ret && v[i].kind == ENTRY_POOL ? data[--k] : NULL;
 		for (unsigned i = 0; i < n && !ret; i++) {
 			uint8_t *to = (uint8_t *)dst + (v[i].index - index) * STORE_PAGE;
 			int bd_read = 0, bd_error = 0;
@@ -1352,9 +1368,11 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			loaded += 1u << v[i].order;
 			swpin_units[v[i].order]++;
 		}
+		pooled = 0;
 		for (unsigned i = 0; i < n; i++)
 			if (data[i])
-				zf_pool_read_end(s->pool, v[i].where);
+				handles[pooled++] = v[i].where;
+		zf_pool_read_end_many(s->pool, handles, pooled);
 		for (unsigned i = 0; i < n; i++)
 			entry_put(s, ents[i]);
 	}

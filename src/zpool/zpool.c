@@ -1531,6 +1531,34 @@ void zf_pool_read_end(zf_pool *pool, uint64_t handle)
 		unpin(zspage_by_id(pool, entry_zspage(e)));
 }
 
+/*
+ * A pin or an unpin is an atomic read-modify-write, which waits for the loads before it:
+ * one after another, each object's entry and zspage would be missed in turn. As in
+ * zf_pool_free_many(), those of the object FREE_AHEAD places on are asked for first, so
+ * that the misses overlap (a prefetch is not held back by a locked instruction).
+ */
+void zf_pool_read_begin_many(zf_pool *pool, const uint64_t *handles, size_t n, const void **ptrs)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i + FREE_AHEAD < n)
+			prefetch_entry(pool, handles[i + FREE_AHEAD]);
+		if (i + FREE_AHEAD / 2 < n)
+			prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+		ptrs[i] = zf_pool_read_begin(pool, handles[i], NULL);
+	}
+}
+
+void zf_pool_read_end_many(zf_pool *pool, const uint64_t *handles, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i + FREE_AHEAD < n)
+			prefetch_entry(pool, handles[i + FREE_AHEAD]);
+		if (i + FREE_AHEAD / 2 < n)
+			prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+		zf_pool_read_end(pool, handles[i]);
+	}
+}
+
 int zf_pool_write(zf_pool *pool, uint64_t handle, const void *src, size_t len)
 {
 	size_t size;

@@ -350,6 +350,54 @@ static void test_compaction(void **state)
 	zf_pool_destroy(pool);
 }
 
+/*
+ * zf_pool_read_begin_many() is read_begin() of each (NULL for a handle not allocated), and
+ * keeps each object where it is through a compaction until zf_pool_read_end_many().
+ */
+static void test_read_many(void **state)
+{
+	enum { N = 400 };
+	zf_pool *pool = new_pool(0);
+	uint64_t h[N], live[N + 1];
+	const void *p[N + 1];
+	size_t len[N], n = 0;
+	uint64_t x = 7;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		len[i] = 16 + (x >> 33) % 3000;
+		h[i] = put_object(pool, len[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		if (i % 3 == 0)
+			zf_pool_free(pool, h[i]);
+		else
+			live[n++] = h[i];
+	}
+	live[n++] = h[0]; /* freed: NULL, and not pinned */
+	zf_pool_read_begin_many(pool, live, n, p);
+	assert_null(p[n - 1]);
+	for (size_t i = 0; i + 1 < n; i++) {
+		assert_non_null(p[i]);
+		assert_ptr_equal(zf_pool_read_begin(pool, live[i], NULL), p[i]);
+		zf_pool_read_end(pool, live[i]);
+	}
+	zf_pool_compact(pool);
+	for (size_t i = 0; i + 1 < n; i++) {
+		assert_ptr_equal(zf_pool_read_begin(pool, live[i], NULL), p[i]);
+		zf_pool_read_end(pool, live[i]);
+	}
+	zf_pool_read_end_many(pool, live, n - 1);
+	/* Unpinned, they may move now: a compaction frees what the frees left. */
+	assert_true(zf_pool_compact(pool) > 0);
+	for (int i = 0; i < N; i++)
+		if (i % 3)
+			check_object(pool, h[i], len[i]);
+	check_all_classes(pool);
+	zf_pool_destroy(pool);
+}
+
 /* A pinned zspage is not moved: its objects stay where the reader sees them. */
 static void test_pinned_not_moved(void **state)
 {
@@ -540,7 +588,7 @@ int main(void)
 		cmocka_unit_test(test_compaction),  cmocka_unit_test(test_pinned_not_moved),
 		cmocka_unit_test(test_spill),	    cmocka_unit_test(test_auto_compaction),
 		cmocka_unit_test(test_bad_handles), cmocka_unit_test(test_failure_injection),
-		cmocka_unit_test(test_free_many),
+		cmocka_unit_test(test_free_many),   cmocka_unit_test(test_read_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
