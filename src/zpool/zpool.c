@@ -1491,13 +1491,22 @@ static void prefetch_object(zf_pool *pool, uint64_t handle)
  */
 #define FREE_AHEAD 4
 
+/*
+ * Asks for the table entry of the object FREE_AHEAD places after i, and for the header and
+ * zspage of the one half as far.
+ */
+static void prefetch_ahead(zf_pool *pool, const uint64_t *handles, size_t n, size_t i)
+{
+	if (i + FREE_AHEAD < n)
+		prefetch_entry(pool, handles[i + FREE_AHEAD]);
+	if (i + FREE_AHEAD / 2 < n)
+		prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+}
+
 void zf_pool_free_many(zf_pool *pool, const uint64_t *handles, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (i + FREE_AHEAD < n)
-			prefetch_entry(pool, handles[i + FREE_AHEAD]);
-		if (i + FREE_AHEAD / 2 < n)
-			prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+		prefetch_ahead(pool, handles, n, i);
 		zf_pool_free(pool, handles[i]);
 	}
 }
@@ -1540,10 +1549,7 @@ void zf_pool_read_end(zf_pool *pool, uint64_t handle)
 void zf_pool_read_begin_many(zf_pool *pool, const uint64_t *handles, size_t n, const void **ptrs)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (i + FREE_AHEAD < n)
-			prefetch_entry(pool, handles[i + FREE_AHEAD]);
-		if (i + FREE_AHEAD / 2 < n)
-			prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+		prefetch_ahead(pool, handles, n, i);
 		ptrs[i] = zf_pool_read_begin(pool, handles[i], NULL);
 	}
 }
@@ -1551,10 +1557,7 @@ void zf_pool_read_begin_many(zf_pool *pool, const uint64_t *handles, size_t n, c
 void zf_pool_read_end_many(zf_pool *pool, const uint64_t *handles, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (i + FREE_AHEAD < n)
-			prefetch_entry(pool, handles[i + FREE_AHEAD]);
-		if (i + FREE_AHEAD / 2 < n)
-			prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+		prefetch_ahead(pool, handles, n, i);
 		zf_pool_read_end(pool, handles[i]);
 	}
 }

@@ -286,6 +286,17 @@ static void test_free_many(void **state)
 	zf_pool_destroy(pool);
 }
 
+/* n objects of min..min + span - 1 bytes (sizes from an LCG started at seed). */
+static void put_random(zf_pool *pool, int n, uint64_t seed, size_t min, size_t span, uint64_t *h,
+		       size_t *len)
+{
+	for (int i = 0; i < n; i++) {
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		len[i] = min + (seed >> 33) % span;
+		h[i] = put_object(pool, len[i]);
+	}
+}
+
 /* Compaction moves objects; every handle still reads its own bytes; pages go back. */
 static void test_compaction(void **state)
 {
@@ -295,16 +306,11 @@ static void test_compaction(void **state)
 	size_t *len = calloc(N, sizeof(*len));
 	uint64_t *where = calloc(N, sizeof(*where));
 	zf_pool_stats before, after;
-	uint64_t s = 12345;
 	size_t given_back;
 	int moved = 0;
 
 	(void)state;
-	for (int i = 0; i < N; i++) {
-		s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-		len[i] = 100 + (s >> 33) % 3000;
-		h[i] = put_object(pool, len[i]);
-	}
+	put_random(pool, N, 12345, 100, 3000, h, len);
 	for (int i = 0; i < N; i += 3) {
 		zf_pool_free(pool, h[i]);
 		zf_pool_free(pool, h[i]); /* a second free is ignored */
@@ -361,14 +367,9 @@ static void test_read_many(void **state)
 	uint64_t h[N], live[N + 1];
 	const void *p[N + 1];
 	size_t len[N], n = 0;
-	uint64_t x = 7;
 
 	(void)state;
-	for (int i = 0; i < N; i++) {
-		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-		len[i] = 16 + (x >> 33) % 3000;
-		h[i] = put_object(pool, len[i]);
-	}
+	put_random(pool, N, 7, 16, 3000, h, len);
 	for (int i = 0; i < N; i++) {
 		if (i % 3 == 0)
 			zf_pool_free(pool, h[i]);
