@@ -1284,12 +1284,12 @@ int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t 
 /*
  * zf_store_get_folio() with a given context (g NULL: this thread's). A folio lies in one
  * shard: its units are looked up GET_BATCH at a time under one hold of the shard lock,
- * their pool objects pinned before the first is decompressed and unpinned after the
- * last, and the counters move once. A pin or unpin is an atomic read-modify-write, which
- * waits until the stores before it have left the CPU's store buffer: right after a
- * decompression, that is the unit just written (perf, redis lz4 split gets one unit at
- * a time: zf_pool_read_end() took 7% of the decompressor's time, nearly all of it on
- * the instruction after the unpin). Batched, one such wait serves GET_BATCH units.
+ * asking for the next ones' buckets and entries ahead; their pool objects are pinned
+ * together before the first is decompressed (zf_pool_read_begin_many(), which asks for
+ * the next ones' lines ahead: a pin is an atomic read-modify-write, which waits for the
+ * loads before it) and unpinned together after the last; the counters move once. lz4
+ * split gets, against one zf_store_get() per unit: 0-2 points of the bare loop without
+ * the prefetching, 1.5-3.5 more with it on 64 KiB folios (bench/results/store.md).
  */
 static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t index,
 			   void *dst, size_t len)
@@ -1344,7 +1344,7 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			if (v[i].kind == ENTRY_POOL)
 				handles[pooled++] = v[i].where;
 		zf_pool_read_begin_many(s->pool, handles, pooled, data);
-		/* data[] by pooled unit, spread out to data[] by unit (i >= k always). */
+		/* From one per pooled unit to one per unit, from the back: none is lost. */
 		for (unsigned i = n, k = pooled; i-- > 0;)
 			data[i] = !ret && v[i].kind == ENTRY_POOL ? data[--k] : NULL;
 		for (unsigned i = 0; i < n && !ret; i++) {
@@ -1362,8 +1362,8 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			} else {
 				ret = data[i] ? unit_decode(g, &v[i], data[i], to) : -EBADMSG;
 			}
-			bd_reads +=
-				bd_read && ret != -EIO; /* the reads made, as a get counts them */
+			/* The reads made, as zf_store_get() counts them. */
+			bd_reads += bd_read && ret != -EIO;
 			bd_errors += bd_error;
 			loaded += 1u << v[i].order;
 			swpin_units[v[i].order]++;
