@@ -265,6 +265,56 @@ static void describe(const uint8_t *have, char *out, size_t cap)
 	snprintf(out, cap, "; first words %#llx %#llx, found nowhere", U(hdr[0]), U(hdr[1]));
 }
 
+/*
+ * For the failure message: which bytes of the page differ (have against want and the
+ * counter), whether it is one repeated word, and a map of its unit's pages as they read
+ * now ('.' right, 'X' wrong, 'f' the program's own: the other pages have other writers,
+ * so the map is a snapshot taken while they go on).
+ */
+static const char *page_diff(const uint8_t *have, const uint8_t *want, size_t p, uint64_t c)
+{
+	static char out[512];
+	uint64_t w0, w;
+	size_t first = PAGE, last = 0, words = 0, same = 1, n;
+
+	for (size_t i = 0; i < PAGE - 8; i++) {
+		if (have[i] != want[i]) {
+			first = first < i ? first : i;
+			last = i;
+		}
+	}
+	for (size_t i = 0; i + 8 <= PAGE - 8; i += 8)
+		words += memcmp(have + i, want + i, 8) != 0;
+	memcpy(&w0, have, 8);
+	for (size_t i = 8; i < PAGE && same; i += 8) {
+		memcpy(&w, have + i, 8);
+		same = w == w0;
+	}
+	if (first < PAGE)
+		n = (size_t)snprintf(out, sizeof(out), "body differs in %zu words, bytes %zu..%zu",
+				     words, first, last);
+	else
+		n = (size_t)snprintf(out, sizeof(out), "body right");
+	if (c != cnt[p])
+		n += (size_t)snprintf(out + n, sizeof(out) - n, ", counter wrong");
+	if (same)
+		n += (size_t)snprintf(out + n, sizeof(out) - n, ", every word %#llx", U(w0));
+	n += (size_t)snprintf(out + n, sizeof(out) - n, "; unit %llu now: ", U(p / upages));
+	for (size_t k = p / upages * upages; k < (p / upages + 1) * upages && n + 2 < sizeof(out);
+	     k++) {
+		uint8_t body[PAGE];
+		uint64_t kc;
+
+		gen_body(body, k, ver[k]);
+		memcpy(&kc, base + k * PAGE + PAGE - 8, 8);
+		out[n++] = foreign[k]						      ? 'f'
+			   : !memcmp(base + k * PAGE, body, PAGE - 8) && kc == cnt[k] ? '.'
+										      : 'X';
+	}
+	out[n] = '\0';
+	return out;
+}
+
 /* Page p must hold (ver[p], cnt[p]). */
 static void check_page(size_t p, const char *what)
 {
@@ -303,9 +353,9 @@ static void check_page(size_t p, const char *what)
 		}
 	}
 	fail("%s: page %llu (unit %llu%s) should hold version %u counter %llu; it holds %s, "
-	     "counter %llu%s",
+	     "counter %llu%s; %s",
 	     what, U(p), U(p / upages), foreign[p] ? ", the program's own now" : "", ver[p],
-	     U(cnt[p]), how, U(c), where);
+	     U(cnt[p]), how, U(c), where, page_diff(have, want, p, c));
 }
 
 /* The library's diagnostics (a unit it cannot read back, ...) go to stderr. */
