@@ -539,10 +539,6 @@ static int model_put_data(struct model *m, uint64_t index, size_t len, enum data
 }
 
 /*
- * Gets len bytes at index of OWNER, predicting the result from the model; on success
- * every byte must be the model's and nothing past len may be written. Returns the result.
- */
-/*
  * Gets into m->buf, canaries after it (folio: with zf_store_get_folio): the return must be
  * want, nothing past len written, and on success the bytes must be the pages'.
  */
@@ -561,6 +557,10 @@ static int model_call_get(struct model *m, int folio, uint64_t index, size_t len
 	return ret;
 }
 
+/*
+ * Gets len bytes at index of OWNER, predicting the result from the model; on success
+ * every byte must be the model's and nothing past len may be written. Returns the result.
+ */
 static int model_get(struct model *m, uint64_t index, size_t len)
 {
 	uint64_t first = 0;
@@ -1320,8 +1320,12 @@ static void test_writeback(void **state)
 		assert_true(st.mem_used_total <= POOL_WARM_MAX); /* the pool holds nothing */
 		assert_int_equal(zf_store_writeback(m.s, UINT64_MAX), 0); /* nothing left */
 
-		/* Reads from the file: whole units and single pages. */
+		/* Reads from the file: whole units and single pages, and whole folios. */
 		model_get_all(&m);
+		model_get_folio(&m, 0, 2 * PAGE);
+		model_get_folio(&m, 16, K64);
+		model_get_folio(&m, 32, 2 * K64);
+		model_get_folio(&m, 1024, M2);
 		model_check(&m);
 
 		/* Replace a written-back unit, invalidate another, write back the newcomer. */
