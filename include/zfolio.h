@@ -815,7 +815,8 @@ typedef struct zf_region_stats {
 	uint64_t fault_waits; /* faults that waited for an eviction or another swap-in */
 	uint64_t limit_waits; /* faults that waited for reclaim (at limit + batch) */
 	uint64_t evict_pageout, evict_reclaim; /* units evicted, by cause */
-	uint64_t reject; /* units the store refused: they stayed resident */
+	uint64_t reject; /* units the store refused, or torn: they stayed resident */
+	uint64_t evict_torn; /* of those, units a page of which was dropped while compressed */
 	uint64_t clean_kept; /* swap-ins that kept their stored copy */
 	uint64_t clean_evict; /* evictions of clean units: no compression */
 	uint64_t clean_dropped; /* clean copies dropped by a write */

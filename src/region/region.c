@@ -25,9 +25,12 @@
  * folio's put finishes while the next ones compress, mark them EVICTED and wake whoever
  * waited. A write that races sees the write-protection (or a missing page), waits, and
  * after the wakeup faults the unit back in with its own data still to write. A unit the
- * store refuses is unprotected and stays resident. Our own MADV_DONTNEED raises a
- * REMOVE event like the program's would: the evictor publishes the exact range it drops
- * and the service thread takes the first REMOVE of that range as ours (drop_pages()).
+ * store refuses is unprotected and stays resident, and so is one the program dropped a
+ * page of while it was compressed (F_TORN: write-protection does not stop a zap, and a
+ * compressor reads its source more than once, so the stream decodes to bytes the unit
+ * never held, on its other pages too). Our own MADV_DONTNEED raises a REMOVE event like
+ * the program's would: the evictor publishes the exact range it drops and the service
+ * thread takes the first REMOVE of that range as ours (drop_pages()).
  * Lock order: evict_lock (one evictor at a time), then read_lock (exclusive to read and
  * handle events, shared around a swap-in's copy), then the store's locks. Nobody waits
  * on a unit's state word while holding read_lock.
@@ -129,6 +132,7 @@ enum unit_state {
 #define F_EVENT (1u << 8) /* an event waits for the transition to end */
 #define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
 #define F_HOT (1u << 10) /* ZF_ADV_HOT: one more pass of the clock hand */
+#define F_TORN (1u << 11) /* a page dropped while the eviction read the unit (serve()) */
 
 struct fault_ctx {
 	struct store_reader *reader;
@@ -144,9 +148,9 @@ struct deferred {
 
 struct counters {
 	_Atomic uint64_t swpout, swpin, pgmajfault, pgfault_zero, wp_faults, fault_waits,
-		limit_waits, evict_pageout, evict_reclaim, reject, clean_kept, clean_evict,
-		clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap, copy_eagain,
-		copy_eexist, fault_fail, resident_max;
+		limit_waits, evict_pageout, evict_reclaim, reject, evict_torn, clean_kept,
+		clean_evict, clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap,
+		copy_eagain, copy_eexist, fault_fail, resident_max;
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
 	_Atomic uint64_t fault_ns, swapin_load_ns, swapin_place_ns; /* sums, see zfolio.h */
@@ -685,8 +689,26 @@ static void evict_drop(struct evict *ev, uint64_t upto)
 {
 	zf_region *r = ev->r;
 	const uint64_t first = ev->first;
-	const uint8_t *claimed = ev->claimed, *ok = ev->ok, *partial = ev->partial;
+	const uint8_t *claimed = ev->claimed, *partial = ev->partial;
+	uint8_t *ok = ev->ok;
 
+	/*
+	 * Units torn while compressed (serve()) are not kept: what was stored is no content
+	 * they ever had. Each is given back with its pages, as a refused one. (A partly
+	 * swapped-in unit is stored from a copy, which tearing cannot make inconsistent, and
+	 * its store entry holds the pages it lacks.)
+	 */
+	for (uint64_t k = ev->dropped; k < upto; k++) {
+		if (claimed[k] && ok[k] == 1 && !partial[k] &&
+		    (atomic_fetch_and_explicit(&r->state[first + k], ~F_TORN,
+					       memory_order_acq_rel) &
+		     F_TORN)) {
+			zf_store_invalidate(r->store, r->owner, unit_index(r, first + k),
+					    r->unit_pages);
+			ok[k] = 0;
+			INC(r, evict_torn);
+		}
+	}
 	for (uint64_t i = ev->dropped; i < upto;) {
 		uint64_t j = i;
 
@@ -779,7 +801,7 @@ static uint64_t evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 		/* A unit partly swapped in (per page) has the rest of its pages in the store. */
 		partial[i] = (st & F_PARTIAL) != 0;
 		claimed[i] = !unit_move(r, first + i, partial[i] ? ST_EVICTED : ST_RESIDENT,
-					ST_EVICTING, F_REF | F_RA | F_HOT, 0);
+					ST_EVICTING, F_REF | F_RA | F_HOT | F_TORN, 0);
 	}
 	/* Protect each run of claimed units, then find the holes. */
 	for (uint64_t i = 0; i < n;) {
@@ -1284,7 +1306,13 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		 * eviction. Only for zfolio's own readers (common/internal.c): a page of the
 		 * program's may be missing because the eviction dropped it a moment ago.
 		 * EEXIST: present (SIGBUS mode: a write), it waits below.
+		 *
+		 * The unit is torn (F_TORN): a compressor that read the page before the
+		 * program's zap and reads it again now (lz4 and zstd read the source more than
+		 * once, to check a match) made a stream that decodes to neither content, on
+		 * the unit's other pages too. The eviction does not keep such a unit.
 		 */
+		atomic_fetch_or_explicit(&r->state[u], F_TORN, memory_order_acq_rel);
 		ret = place(r, page, zero_page, RG_PAGE, 1);
 		if (ret != -EEXIST)
 			return ret == -EAGAIN ? RETRY : SERVED;
@@ -2534,6 +2562,7 @@ void zf_region_get_stats(zf_region *r, zf_region_stats *s)
 	GET(evict_pageout);
 	GET(evict_reclaim);
 	GET(reject);
+	GET(evict_torn);
 	GET(clean_kept);
 	GET(clean_evict);
 	GET(clean_dropped);
@@ -2606,6 +2635,7 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(evict_pageout);
 	FIELD(evict_reclaim);
 	FIELD(reject);
+	FIELD(evict_torn);
 	FIELD(clean_kept);
 	FIELD(clean_evict);
 	FIELD(clean_dropped);
