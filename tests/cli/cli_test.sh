@@ -116,9 +116,11 @@ expect 0 '"bench":"store"' -- "$zf" bench store --repeat 1 --gets 50 --mode spli
 [ "$(wc -l <"$tmp/out")" -eq 8 ] && ok || bad "bench store json: expected 8 lines"
 for field in bench image codec mode folio engines inflight put_mbps get_mbps ratio mem_used_total \
 	get_p50_us get_p99_us get_busy_p50_us get_busy_p99_us bare_put_mbps bare_get_mbps \
-	counters zswpout swpin_fallback_16k; do
+	counters zswpout swpin_fallback_16k put_of_bare_passes get_of_bare_passes; do
 	grep -q "\"$field\":" "$tmp/out" && ok || bad "bench store json: field $field missing"
 done
+[ "$(grep -Ec '"get_of_bare_passes":\[[0-9.]+\]' "$tmp/out")" -eq 8 ] && ok ||
+	bad "bench store json: one get_of_bare per pass"
 [ "$(grep -c '"ceiling_speedup":' "$tmp/out")" -eq 4 ] && ok || bad "ceiling only with engines"
 expect 0 'unit:64k' -- "$zf" bench store --repeat 1 --gets 50
 expect 2 'split or unit' -- "$zf" bench store --mode unit:4k

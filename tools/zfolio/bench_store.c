@@ -9,9 +9,9 @@
  * counters. In the same run, a bare loop over the codec
  * (zf_codec_compress / zf_codec_decompress on the same units, same-filled units skipped
  * as the store skips them) gives the ceiling the store's own work can approach: the
- * store's overhead is the difference. A bare pass runs just before each store pass, and
- * the reported fraction is the median of the pairs' ratios: measured minutes apart, the
- * two had this VM's drift between them.
+ * store's overhead is the difference. The two take turns every PAIR_CHUNK of the image
+ * (paired_pass()), and the reported fraction is the median of the passes' ratios:
+ * measured apart, the two had this VM's hiccups and drift between them.
  *
  * Get latency: --gets single-unit gets at random places, each timed, on the idle store,
  * then again while another thread keeps putting 2 MiB folios into the same store (its
@@ -42,6 +42,7 @@
 #define BUSY_SLOTS 4u /* the busy putter cycles over this many 2 MiB keys */
 #define INFLIGHT_MAX 16u
 #define LATENCY_ROUNDS 3 /* idle and busy latency rounds, alternated */
+#define PAIR_CHUNK ((uint64_t)4 << 20) /* store and bare loop take turns by this much */
 
 static const char bench_store_usage[] =
 	"usage: zfolio bench store [--image FILE ...] [--codec LIST] [--mode LIST]\n"
@@ -77,7 +78,8 @@ static const char bench_store_usage[] =
 	"The image is cut to whole 2 MiB, so that every folio size sees the same bytes.\n"
 	"unit = the smaller of the folio and the mode's unit (split: 4k). put/get MB/s: image\n"
 	"bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units,\n"
-	"a bare pass just before each store pass; of = the median of those pairs' ratios.\n"
+	"the store and the bare loop taking turns every 4 MiB of a pass (puts in flight: a\n"
+	"whole pass each); of = the median of the passes' ratios (JSON: each pass's too).\n"
 	"ratio = orig_data_size / compr_data_size (same-filled units cost nothing). With\n"
 	"engines > 0, each timed pass is followed by a pass through an engines=0 store and a\n"
 	"ceiling sample: speedup = the median of the engines=0 time over this one, ceiling =\n"
@@ -100,6 +102,8 @@ struct result {
 	uint64_t unit, bytes;
 	double put_mbps, get_mbps, bare_put_mbps, bare_get_mbps;
 	double put_of_bare, get_of_bare; /* medians of the paired passes' ratios */
+	double put_of_pass[64], get_of_pass[64]; /* the ratios, pass by pass */
+	int passes;
 	double p50, p99, busy_p50, busy_p99;
 	double speedup, ceiling; /* NAN when not measured */
 	uint64_t busy_puts;
@@ -118,18 +122,26 @@ struct bare_job {
 	uint8_t *out; /* compressed units, unit bytes apart */
 	int32_t *clen;
 	double seconds;
+	zf_codec_ctx *ctx; /* NULL: one made for the call */
 };
+
+/* The job's codec context, or a new one (which the caller destroys). */
+static zf_codec_ctx *bare_ctx(const struct bare_job *j)
+{
+	zf_codec_ctx *ctx = j->ctx;
+
+	if (!ctx && zf_codec_ctx_create(j->codec, &ctx))
+		cli_die(1, "out of memory");
+	return ctx;
+}
 
 /* Compresses units [first, end), same-filled ones skipped. */
 static void *bare_compress(void *arg)
 {
 	struct bare_job *j = arg;
-	zf_codec_ctx *ctx;
-	double t0;
+	zf_codec_ctx *ctx = bare_ctx(j);
+	const double t0 = cli_now();
 
-	if (zf_codec_ctx_create(j->codec, &ctx))
-		cli_die(1, "out of memory");
-	t0 = cli_now();
 	for (uint64_t i = j->first; i < j->end; i++) {
 		const uint8_t *src = j->data + i * j->unit;
 
@@ -141,19 +153,18 @@ static void *bare_compress(void *arg)
 			zf_codec_compress(ctx, src, j->unit, j->out + i * j->unit, j->unit - 1);
 	}
 	j->seconds = cli_now() - t0;
-	zf_codec_ctx_destroy(ctx);
+	if (ctx != j->ctx)
+		zf_codec_ctx_destroy(ctx);
 	return NULL;
 }
 
 /* Decompresses what bare_compress() made (raw units copied, as the store does). */
 static double bare_decompress(const struct bare_job *j, uint8_t *dst)
 {
-	zf_codec_ctx *ctx;
-	double t0, s;
+	zf_codec_ctx *ctx = bare_ctx(j);
+	const double t0 = cli_now();
+	double s;
 
-	if (zf_codec_ctx_create(j->codec, &ctx))
-		cli_die(1, "out of memory");
-	t0 = cli_now();
 	for (uint64_t i = j->first; i < j->end; i++) {
 		uint8_t *d = dst + i * j->unit;
 
@@ -166,7 +177,8 @@ static double bare_decompress(const struct bare_job *j, uint8_t *dst)
 			cli_die(1, "bare decompression of unit %llu failed", (unsigned long long)i);
 	}
 	s = cli_now() - t0;
-	zf_codec_ctx_destroy(ctx);
+	if (ctx != j->ctx)
+		zf_codec_ctx_destroy(ctx);
 	return s;
 }
 
@@ -182,28 +194,33 @@ static void bare_open(struct bare *b, const zf_codec *codec, const uint8_t *data
 {
 	const uint64_t n = bytes / unit;
 
-	*b = (struct bare){ { codec, data, unit, 0, n, cli_map_buffer(bytes), NULL, 0 },
+	*b = (struct bare){ { codec, data, unit, 0, n, cli_map_buffer(bytes), NULL, 0, NULL },
 			    cli_map_buffer(bytes),
 			    bytes };
 	b->all.clen = calloc(n, sizeof(*b->all.clen));
-	if (!b->all.clen)
+	if (!b->all.clen || zf_codec_ctx_create(codec, &b->all.ctx))
 		cli_die(1, "out of memory");
 }
 
-/* One compression pass, then one decompression pass: their seconds. */
-static double bare_put(struct bare *b)
+/* The bare loop over the image's bytes [from, end): compression, or decompression. */
+static double bare_put(struct bare *b, uint64_t from, uint64_t end)
 {
+	b->all.first = from / b->all.unit;
+	b->all.end = end / b->all.unit;
 	bare_compress(&b->all);
 	return b->all.seconds;
 }
 
-static double bare_get(struct bare *b)
+static double bare_get(struct bare *b, uint64_t from, uint64_t end)
 {
+	b->all.first = from / b->all.unit;
+	b->all.end = end / b->all.unit;
 	return bare_decompress(&b->all, b->back);
 }
 
 static void bare_close(struct bare *b)
 {
+	zf_codec_ctx_destroy(b->all.ctx);
 	free(b->all.clen);
 	munmap(b->all.out, b->bytes);
 	munmap(b->back, b->bytes);
@@ -217,7 +234,7 @@ static double ceiling_sample(const zf_codec *codec, const uint8_t *data, uint64_
 			     uint64_t unit, uint8_t *out, int32_t *clen)
 {
 	const uint64_t n = bytes / unit;
-	struct bare_job all = { codec, data, unit, 0, n, out, clen, 0 };
+	struct bare_job all = { codec, data, unit, 0, n, out, clen, 0, NULL };
 	struct bare_job half[2] = { all, all };
 	pthread_t th;
 
@@ -258,15 +275,18 @@ static void put_check(int ret, uint64_t off)
 			zf_strerror(ret));
 }
 
-/* Puts every folio of data, with up to inflight puts started and not finished. */
-static double put_all(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t folio,
-		      unsigned inflight)
+/*
+ * Puts every folio of data's bytes [from, end), with up to inflight puts started and not
+ * finished.
+ */
+static double put_range(zf_store *s, const uint8_t *data, uint64_t from, uint64_t end,
+			uint64_t folio, unsigned inflight)
 {
 	zf_store_pending *p[INFLIGHT_MAX];
 	const double t0 = cli_now();
-	uint64_t off, done = 0;
+	uint64_t off, done = from;
 
-	for (off = 0; off < bytes; off += folio) {
+	for (off = from; off < end; off += folio) {
 		if (inflight <= 1) {
 			put_check(zf_store_put(s, 1, off / ZF_PAGE_SIZE, data + off, folio), off);
 			continue;
@@ -279,17 +299,27 @@ static double put_all(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t
 					     &p[off / folio % inflight]),
 			  off);
 	}
-	for (; inflight > 1 && done < bytes; done += folio)
+	for (; inflight > 1 && done < end; done += folio)
 		put_check(zf_store_put_finish(p[done / folio % inflight]), done);
 	return cli_now() - t0;
 }
 
-/* Gets every folio back (or, with units, every unit: step is the unit's size). */
-static double get_all(zf_store *s, uint8_t *dst, uint64_t bytes, uint64_t step, int units)
+static double put_all(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t folio,
+		      unsigned inflight)
+{
+	return put_range(s, data, 0, bytes, folio, inflight);
+}
+
+/*
+ * Gets the folios of bytes [from, end) back into dst at the same offsets (or, with
+ * units, every unit: step is the unit's size).
+ */
+static double get_range(zf_store *s, uint8_t *dst, uint64_t from, uint64_t end, uint64_t step,
+			int units)
 {
 	const double t0 = cli_now();
 
-	for (uint64_t off = 0; off < bytes; off += step) {
+	for (uint64_t off = from; off < end; off += step) {
 		const int ret =
 			units ? zf_store_get(s, 1, off / ZF_PAGE_SIZE, dst + off, step)
 			      : zf_store_get_folio(s, 1, off / ZF_PAGE_SIZE, dst + off, step);
@@ -362,6 +392,39 @@ static void *busy_put(void *arg)
 	return NULL;
 }
 
+/*
+ * One timed pass of the store and of the bare loop over the image, paired: the image is
+ * cut into PAIR_CHUNK pieces, and each piece goes through both, one right after the
+ * other, the first of the two alternating from piece to piece and from pass to pass; a
+ * pass's time is the sum of its pieces'. Whole passes one after the other had this VM's
+ * hiccups in one and not in the other: seven passes of the same store's gets took 60.5
+ * to 85 ms beside bare passes of 56-70 ms, their ratios 0.77-1.02 (python, lz4, split,
+ * 64 KiB folios); taking turns, one run's seven were 0.85-0.86, another's 0.88-0.92. A
+ * pipeline of puts in flight (--inflight > 1) would drain at every cut: those passes stay
+ * whole. Puts when back is NULL, else gets into back.
+ */
+static void paired_pass(struct bare *b, zf_store *s, const uint8_t *data, uint8_t *back,
+			uint64_t bytes, const struct config *c, uint64_t unit, int k,
+			double *bare_s, double *store_s)
+{
+	const uint64_t chunk = !back && c->inflight > 1 ? bytes : PAIR_CHUNK;
+
+	*bare_s = *store_s = 0;
+	for (uint64_t off = 0, i = (uint64_t)k; off < bytes; off += chunk, i++) {
+		const uint64_t end = off + chunk < bytes ? off + chunk : bytes;
+
+		for (int turn = 0; turn < 2; turn++) {
+			if (turn == (int)(i & 1))
+				*bare_s += back ? bare_get(b, off, end) : bare_put(b, off, end);
+			else if (back)
+				*store_s += get_range(s, back, off, end,
+						      c->get_units ? unit : c->folio, c->get_units);
+			else
+				*store_s += put_range(s, data, off, end, c->folio, c->inflight);
+		}
+	}
+}
+
 static void run_config(const char *image, const zf_codec *codec, const uint8_t *data,
 		       uint64_t bytes, const struct config *c, int repeat, int gets, uint8_t *back,
 		       struct result *r)
@@ -404,13 +467,10 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	for (int k = -1; k < repeat; k++) {
 		cli_progress("%s %s %s folio %s engines %u: pass %d of %d", image,
 			     zf_codec_name(codec), c->mode_name, fb, c->engines, k + 1, repeat);
-		/*
-		 * Each store pass right after a bare pass over the same units: the VM's
-		 * speed drifts within a minute, and of_bare is the median of these pairs.
-		 */
-		if (k >= 0)
-			tc[k] = bare_put(&bare);
-		tp[k < 0 ? 0 : k] = put_all(s, data, bytes, c->folio, c->inflight);
+		if (k < 0)
+			tp[0] = put_all(s, data, bytes, c->folio, c->inflight);
+		else
+			paired_pass(&bare, s, data, NULL, bytes, c, r->unit, k, &tc[k], &tp[k]);
 		if (c->engines && k >= 0) {
 			speedup[k] = put_all(s0, data, bytes, c->folio, 1) / tp[k];
 			/* Into the bare loop's buffers: the same bytes, unit for unit. */
@@ -418,10 +478,11 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 						    bare.all.clen);
 		}
 		memset(back, 0, bytes);
-		if (k >= 0)
-			td[k] = bare_get(&bare);
-		tg[k < 0 ? 0 : k] =
-			get_all(s, back, bytes, c->get_units ? r->unit : c->folio, c->get_units);
+		if (k < 0)
+			tg[0] = get_range(s, back, 0, bytes, c->get_units ? r->unit : c->folio,
+					  c->get_units);
+		else
+			paired_pass(&bare, s, data, back, bytes, c, r->unit, k, &td[k], &tg[k]);
 		if (k >= 0) {
 			put_of[k] = tc[k] / tp[k];
 			get_of[k] = td[k] / tg[k];
@@ -439,6 +500,9 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	r->get_mbps = (double)bytes / 1e6 / cli_median(tg, repeat);
 	r->bare_put_mbps = (double)bytes / 1e6 / cli_median(tc, repeat);
 	r->bare_get_mbps = (double)bytes / 1e6 / cli_median(td, repeat);
+	r->passes = repeat;
+	memcpy(r->put_of_pass, put_of, (size_t)repeat * sizeof(*put_of));
+	memcpy(r->get_of_pass, get_of, (size_t)repeat * sizeof(*get_of));
 	r->put_of_bare = cli_median(put_of, repeat);
 	r->get_of_bare = cli_median(get_of, repeat);
 	bare_close(&bare);
@@ -513,6 +577,14 @@ static void print_json(const struct result *r)
 	cli_json_num("bare_get_mbps", r->bare_get_mbps, 1);
 	cli_json_num("put_of_bare", r->put_of_bare, 3);
 	cli_json_num("get_of_bare", r->get_of_bare, 3);
+	for (int w = 0; w < 2; w++) {
+		const double *v = w ? r->get_of_pass : r->put_of_pass;
+
+		printf(",\"%s_of_bare_passes\":[", w ? "get" : "put");
+		for (int k = 0; k < r->passes; k++)
+			printf("%s%.3f", k ? "," : "", v[k]);
+		printf("]");
+	}
 	cli_json_num("ratio", (double)st->orig_data_size / (double)st->compr_data_size, 4);
 	printf(",\"mem_used_total\":%llu", (unsigned long long)st->mem_used_total);
 	cli_json_num("get_p50_us", r->p50, 2);
