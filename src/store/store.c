@@ -64,6 +64,7 @@
 #include "../common/checksum.h"
 #include "../common/common.h"
 #include "../engine/engine.h"
+#include "../zpool/zpool.h"
 #include "store.h"
 
 #define STORE_PAGE ZF_PAGE_SIZE
@@ -115,6 +116,8 @@ struct unit_out {
 	uint8_t compress_failed; /* status came from the codec or verify: reject_compress_fail */
 	int status; /* 0, or why the unit fails the put */
 	uint64_t checksum;
+	uint8_t *dst; /* written behind: its object's bytes, pinned until unit_write() */
+	const void *data; /* and what goes there */
 };
 
 /* What a put's jobs share, for their completion (unit_compressed). */
@@ -125,6 +128,8 @@ struct put_ctx {
 	struct unit_out *out;
 	uint8_t *check; /* verify's room: check + index * stride */
 	size_t stride; /* 0 when the units are compressed one after another in one thread */
+	bool behind; /* and then each unit's copy into the pool waits for the next one's */
+	struct unit_out *pending; /* the unit whose copy waits */
 };
 
 /*
@@ -840,18 +845,49 @@ static void put_undo(zf_store *s, const struct unit_out *u, unsigned n)
 	}
 }
 
+/* Copies a unit written behind into its object (its lines asked for a unit ago). */
+static void unit_write(zf_store *s, struct unit_out *u)
+{
+	memcpy(u->dst, u->data, u->clen);
+	zf_pool_read_end(s->pool, u->where);
+	u->dst = NULL;
+}
+
+/* The unit whose copy waits, if any, goes into the pool now (only the putting thread's). */
+static void put_write_pending(struct put_ctx *pc)
+{
+	if (!pc->pending)
+		return;
+	unit_write(pc->s, pc->pending);
+	pc->pending = NULL;
+}
+
 /*
  * Stores unit i of a put once its compress job j has run (j NULL: it is stored raw): the
  * compressed bytes, or the raw unit when they did not fit, go into the pool with their
  * checksum. Sets the unit's status: 0, or the error that fails the put (the caller frees
  * what was allocated).
+ *
+ * Written behind (pc->behind: a put's units compressed one after another in the putting
+ * thread), the object is allocated and pinned and its lines are asked for, and the copy
+ * waits until the next unit is compressed, into the other half of the buffer. Copied at
+ * once, into the lines of a slot nobody had touched since it was freed, a 4 KiB lz4 unit's
+ * copy took 1100-1900 cycles, as long as the rest of the store's put work together
+ * (bench/results/store-experiments-8d3d082.txt); asked for a compression ahead, the lines
+ * are in the cache when it comes. They are asked for reading, into L2: asked for writing
+ * they did no better. lz4 split, python, redis and cc1plus, alternated with the copy at
+ * once: puts 0.7-2.5 points of the bare loop better on 2 MiB folios, 0-2.1 on 64 KiB ones
+ * (bench/results/store.md).
  */
-static void pool_store_unit(const struct put_ctx *pc, unsigned i, const zf_job *j)
+static void pool_store_unit(struct put_ctx *pc, unsigned i, const zf_job *j)
 {
 	zf_store *s = pc->s;
 	struct unit_out *u = &pc->out[i];
 	const uint8_t *src = pc->src + (size_t)i * pc->unit;
 	const void *data;
+
+	if (pc->behind)
+		put_write_pending(pc);
 
 	if (!j || j->status == -E2BIG) {
 		if (s->o.reject_incompressible) {
@@ -891,13 +927,22 @@ static void pool_store_unit(const struct put_ctx *pc, unsigned i, const zf_job *
 		u->status = -ENOMEM;
 		return;
 	}
+	if (pc->behind && (u->dst = zpool_write_begin(s->pool, u->where))) {
+		const uintptr_t end = (uintptr_t)u->dst + u->clen;
+
+		for (uintptr_t line = (uintptr_t)u->dst & ~(uintptr_t)63; line < end; line += 64)
+			__builtin_prefetch((const void *)line, 0, 2);
+		u->data = data;
+		pc->pending = u;
+		return;
+	}
 	zf_pool_write(s->pool, u->where, data, u->clen);
 }
 
 /* A put's compress job is done: its unit is stored by the thread that compressed it. */
 static void unit_compressed(zf_job *j)
 {
-	const struct put_ctx *pc = j->priv;
+	struct put_ctx *pc = j->priv;
 
 	pool_store_unit(pc, (unsigned)(((const uint8_t *)j->src - pc->src) / pc->unit), j);
 }
@@ -946,7 +991,12 @@ int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *
 	w->n = (unsigned)(len / w->unit);
 	w->queued = false;
 	w->ents[0] = NULL;
-	w->pc = (struct put_ctx){ s, src, w->unit, w->out, w->check, w->unit };
+	w->pc = (struct put_ctx){ .s = s,
+				  .src = src,
+				  .unit = w->unit,
+				  .out = w->out,
+				  .check = w->check,
+				  .stride = w->unit };
 	threshold = (uint32_t)((uint64_t)w->unit * s->o.incompressible_pct / 100);
 
 	/* Same-filled units need no compression; the rest are jobs, stored as they complete. */
@@ -996,12 +1046,18 @@ int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *
 			ret = entries_alloc(w->ents, w->n);
 	} else {
 		/*
-		 * One after another in this thread, through one buffer that stays in the cache
-		 * (each unit leaves it for the pool as soon as it is compressed).
+		 * One after another in this thread, through a buffer that stays in the cache:
+		 * one unit is compressed into one half while the one before waits in the other
+		 * to be written behind (pool_store_unit()). Two units or more are a half each.
 		 */
 		w->pc.stride = 0;
-		for (unsigned k = 0; k < njobs; k++)
+		w->pc.behind = njobs >= 2;
+		for (unsigned k = 0; k < njobs; k++) {
+			if (w->pc.behind)
+				w->jobs[k].dst = w->buf + (k & 1) * w->unit;
 			engine_job_run(w->ctx, &w->jobs[k]);
+		}
+		put_write_pending(&w->pc);
 		ret = entries_alloc(w->ents, w->n);
 	}
 	w->ret = ret;

@@ -1562,6 +1562,12 @@ void zf_pool_read_end_many(zf_pool *pool, const uint64_t *handles, size_t n)
 	}
 }
 
+void *zpool_write_begin(zf_pool *pool, uint64_t handle)
+{
+	/* A pin holds a writer's object where it is as it does a reader's. */
+	return (void *)(uintptr_t)zf_pool_read_begin(pool, handle, NULL);
+}
+
 int zf_pool_write(zf_pool *pool, uint64_t handle, const void *src, size_t len)
 {
 	size_t size;

@@ -1,5 +1,6 @@
 /*
- * zpool.h - zpool's internals, shared by zpool.c and its unit tests.
+ * zpool.h - zpool's internals, shared by zpool.c and its unit tests, and the one the store
+ * uses (zpool_write_begin()).
  *
  * The layout of a handle table entry and of an object header, the size class and
  * zspage structures, and the invariant check. See zpool.c for the design.
@@ -134,5 +135,12 @@ unsigned zpool_handle_class(zf_pool *pool, uint64_t handle);
 
 /* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
 int zpool_check_class(zf_pool *pool, struct size_class *c);
+
+/*
+ * zf_pool_write() in two steps, for the store's puts, which copy a unit into its object
+ * a compression later: the object's bytes, pinned until zf_pool_read_end(), or NULL for
+ * a handle that is not allocated.
+ */
+void *zpool_write_begin(zf_pool *pool, uint64_t handle);
 
 #endif /* ZF_ZPOOL_H */
