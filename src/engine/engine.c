@@ -43,9 +43,11 @@
  * engine thread keeps a small cache of them keyed by the interned zf_codec pointer, and
  * so does each batch, for the jobs its waiter runs (made on first use, kept across
  * submits, the oldest replaced when a ninth codec comes). The same cache holds the
- * thread's output buffer for ZF_JOB_ENGINE_DST jobs, made on first use and grown to the
- * largest dst_cap seen: a job's output is read by its completion while it is still in
- * the cache of the CPU that wrote it, as a hardware engine fills a buffer of its own.
+ * thread's output buffer for ZF_JOB_ENGINE_DST jobs, made on first use and grown to twice
+ * the largest dst_cap seen: a job's output is read by its completion while it is still in
+ * the cache of the CPU that wrote it, as a hardware engine fills a buffer of its own, and
+ * its halves take turns, so that a completion may leave its copy to the next job's
+ * (engine_batch_set_flush()).
  *
  * Counters. batches and jobs are counted at submit, jobs_by_engines by each engine in its
  * own cache line before the job counts as finished, jobs_by_waiters and failed_jobs when
@@ -89,8 +91,9 @@ struct ctx_cache {
 	zf_codec_ctx *ctx[ENGINE_CTX_SLOTS];
 	unsigned used;
 	unsigned victim; /* the slot to replace next when all are used */
-	uint8_t *out; /* the output of ZF_JOB_ENGINE_DST jobs, out_cap bytes */
+	uint8_t *out; /* the output of ZF_JOB_ENGINE_DST jobs: two halves of out_cap / 2 */
 	size_t out_cap;
+	unsigned half; /* the half the last job used */
 };
 
 struct batch_list {
@@ -145,6 +148,7 @@ struct zf_batch {
 	size_t n;
 	size_t claim; /* jobs an engine claims at once (ENGINE_CLAIM_BYTES) */
 	unsigned flags;
+	void (*flush)(void); /* engine_batch_set_flush() */
 	bool submitted; /* the owner's: jobs not yet waited for */
 	bool queued; /* the owner's: submit linked it (engines were running) */
 	/* Set and cleared under engines->lock; read without it by the owner. */
@@ -216,11 +220,15 @@ static void ctx_cache_clear(struct ctx_cache *c)
 	c->out_cap = 0;
 }
 
-/* The thread's output buffer for a ZF_JOB_ENGINE_DST job of cap bytes; NULL: no memory. */
+/*
+ * The thread's output buffer for a ZF_JOB_ENGINE_DST job of cap bytes, the other half
+ * than the last job's; NULL: no memory. It grows only between runs of a batch's jobs,
+ * whose caps are the same (one put's units), so never under an output left for a flush.
+ */
 static uint8_t *ctx_cache_out(struct ctx_cache *c, size_t cap)
 {
-	if (!c->out || c->out_cap < cap) {
-		const size_t want = ZF_MAX(cap, ENGINE_CLAIM_BYTES);
+	if (!c->out || c->out_cap / 2 < cap) {
+		const size_t want = 2 * ZF_MAX(cap, ENGINE_CLAIM_BYTES);
 		uint8_t *out = malloc(want);
 
 		if (!out)
@@ -229,7 +237,8 @@ static uint8_t *ctx_cache_out(struct ctx_cache *c, size_t cap)
 		c->out = out;
 		c->out_cap = want;
 	}
-	return c->out;
+	c->half ^= 1;
+	return c->out + c->half * (c->out_cap / 2);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -517,6 +526,8 @@ static void *engine_main(void *arg)
 
 			for (size_t i = first; i < end; i++)
 				failed += job_run(e, &self->cache, &b->jobs[i]) < 0;
+			if (b->flush)
+				b->flush();
 			/* Single writer: a plain add, published before the jobs count as done. */
 			atomic_store_explicit(
 				&self->jobs,
@@ -779,6 +790,11 @@ static void batch_wait_done(zf_batch *b)
 		futex_wait(&b->state, BATCH_SLEEPING);
 }
 
+void engine_batch_set_flush(zf_batch *b, void (*flush)(void))
+{
+	b->flush = flush;
+}
+
 int zf_batch_wait(zf_batch *b)
 {
 	zf_engines *e;
@@ -799,7 +815,11 @@ int zf_batch_wait(zf_batch *b)
 	if (!(b->flags & ZF_BATCH_NO_HELP) || !b->queued) {
 		while ((i = atomic_fetch_add_explicit(&b->next_job, 1, memory_order_relaxed)) <
 		       b->n) {
-			jobs_finish(b, 1, job_run(e, &b->cache, &b->jobs[i]) < 0);
+			const bool job_failed = job_run(e, &b->cache, &b->jobs[i]) < 0;
+
+			if (b->flush)
+				b->flush();
+			jobs_finish(b, 1, job_failed);
 			own++;
 		}
 		queue_unlink_unlocked(e, b);

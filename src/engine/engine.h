@@ -3,8 +3,9 @@
  *
  * A job budget that holds the engine threads, so that a test can queue work and let the
  * engines take it job by job (queue order is then observable without timing), and the
- * number of codec contexts made (per-thread context reuse); and the job runner itself, for
- * the store's puts too small to hand to the engines. See engine.c for the design.
+ * number of codec contexts made (per-thread context reuse); the job runner itself, for
+ * the store's puts too small to hand to the engines; and the flush that lets the store's
+ * completions copy a unit a job later. See engine.c for the design.
  */
 #ifndef ZF_ENGINE_H
 #define ZF_ENGINE_H
@@ -30,5 +31,14 @@ uint64_t engine_contexts_created(zf_engines *engines);
  * completion. Returns the status it ends with. For callers that decide a batch is too small to hand over.
  */
 int engine_job_run(zf_codec_ctx *ctx, zf_job *job);
+
+/*
+ * For the store's puts, which copy a unit into the pool a job later (write behind): with
+ * a flush set, every thread that runs jobs of b calls it before they count as finished
+ * (an engine after each run of jobs it claimed, a waiter after each job), and the output
+ * of a ZF_JOB_ENGINE_DST job stays where its completion found it until the same thread
+ * has run its next job (the thread's buffer has two halves, used in turn).
+ */
+void engine_batch_set_flush(zf_batch *b, void (*flush)(void));
 
 #endif /* ZF_ENGINE_H */

@@ -128,8 +128,7 @@ struct put_ctx {
 	struct unit_out *out;
 	uint8_t *check; /* verify's room: check + index * stride */
 	size_t stride; /* 0 when the units are compressed one after another in one thread */
-	bool behind; /* and then each unit's copy into the pool waits for the next one's */
-	struct unit_out *pending; /* the unit whose copy waits */
+	bool behind; /* each unit's copy into the pool waits for the next unit's compression */
 };
 
 /*
@@ -212,6 +211,8 @@ static void workset_destroy(struct zf_store_pending *w)
 	free(w);
 }
 
+static void put_write_pending(void);
+
 static struct zf_store_pending *workset_get(zf_store *s)
 {
 	struct zf_store_pending *w;
@@ -235,6 +236,7 @@ static struct zf_store_pending *workset_get(zf_store *s)
 		workset_destroy(w);
 		return NULL;
 	}
+	engine_batch_set_flush(w->batch, put_write_pending);
 	return w;
 }
 
@@ -853,13 +855,23 @@ static void unit_write(zf_store *s, struct unit_out *u)
 	u->dst = NULL;
 }
 
-/* The unit whose copy waits, if any, goes into the pool now (only the putting thread's). */
-static void put_write_pending(struct put_ctx *pc)
+/* The unit this thread left to write behind, waiting for its copy (pool_store_unit()). */
+static _Thread_local struct {
+	zf_store *s;
+	struct unit_out *u;
+} behind;
+
+/*
+ * The unit this thread left, if any, goes into the pool now: before its next unit's
+ * copy, and before the units it stored count as done (the end of a serial put, and
+ * engine_batch_set_flush() for the engines and the waiter).
+ */
+static void put_write_pending(void)
 {
-	if (!pc->pending)
+	if (!behind.u)
 		return;
-	unit_write(pc->s, pc->pending);
-	pc->pending = NULL;
+	unit_write(behind.s, behind.u);
+	behind.u = NULL;
 }
 
 /*
@@ -887,7 +899,7 @@ static void pool_store_unit(struct put_ctx *pc, unsigned i, const zf_job *j)
 	const void *data;
 
 	if (pc->behind)
-		put_write_pending(pc);
+		put_write_pending();
 
 	if (!j || j->status == -E2BIG) {
 		if (s->o.reject_incompressible) {
@@ -933,7 +945,8 @@ static void pool_store_unit(struct put_ctx *pc, unsigned i, const zf_job *j)
 		for (uintptr_t line = (uintptr_t)u->dst & ~(uintptr_t)63; line < end; line += 64)
 			__builtin_prefetch((const void *)line, 0, 2);
 		u->data = data;
-		pc->pending = u;
+		behind.s = s;
+		behind.u = u;
 		return;
 	}
 	zf_pool_write(s->pool, u->where, data, u->clen);
@@ -1033,9 +1046,11 @@ int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *
 		 * into the pool while it is in that CPU's cache, instead of streaming 2 MiB per
 		 * folio through a buffer per unit (python lz4 split, 2 MiB folios, 2 engines,
 		 * alternated three times: 0.82-0.93 of the two-loop ceiling with a buffer per
-		 * unit, 0.87-0.96 with the engines' own). A workset's batch has nothing in
-		 * flight: it cannot be refused.
+		 * unit, 0.87-0.96 with the engines' own). There too each unit is written
+		 * behind, from the other half of the engine's buffer. A workset's batch has
+		 * nothing in flight: it cannot be refused.
 		 */
+		w->pc.behind = true;
 		for (unsigned k = 0; k < njobs; k++) {
 			w->jobs[k].flags |= ZF_JOB_ENGINE_DST;
 			w->jobs[k].dst = NULL;
@@ -1057,7 +1072,7 @@ int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *
 				w->jobs[k].dst = w->buf + (k & 1) * w->unit;
 			engine_job_run(w->ctx, &w->jobs[k]);
 		}
-		put_write_pending(&w->pc);
+		put_write_pending();
 		ret = entries_alloc(w->ents, w->n);
 	}
 	w->ret = ret;

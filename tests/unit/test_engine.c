@@ -478,6 +478,19 @@ static void copy_completion(zf_job *job)
 		memcpy(c->copy + i * c->cap, job->dst, (size_t)job->status);
 }
 
+/* w's compress jobs with no output buffer of their own, complete copying through c. */
+static void engine_dst_jobs(struct work *w, struct copy_out *c, void (*complete)(zf_job *))
+{
+	*c = (struct copy_out){ .jobs = w->cjobs, .copy = w->cmp, .cap = w->cap };
+	memset(w->cmp, 0, w->units * w->cap);
+	for (size_t i = 0; i < w->units; i++) {
+		w->cjobs[i].flags = ZF_JOB_CHECKSUM | ZF_JOB_ENGINE_DST;
+		w->cjobs[i].dst = NULL;
+		w->cjobs[i].complete = complete;
+		w->cjobs[i].priv = c;
+	}
+}
+
 /*
  * ZF_JOB_ENGINE_DST: compress jobs with no output buffer of their own. Each completion
  * sees its output (and checksum) in the buffer of the thread that ran it and copies it
@@ -501,14 +514,7 @@ static void test_engine_dst(void **state)
 			zf_job bad[2];
 
 			work_init(&w, codec, FOLIO, unit, 41 + unit);
-			c = (struct copy_out){ .jobs = w.cjobs, .copy = w.cmp, .cap = w.cap };
-			memset(w.cmp, 0, w.units * w.cap);
-			for (size_t i = 0; i < w.units; i++) {
-				w.cjobs[i].flags = ZF_JOB_CHECKSUM | ZF_JOB_ENGINE_DST;
-				w.cjobs[i].dst = NULL;
-				w.cjobs[i].complete = copy_completion;
-				w.cjobs[i].priv = &c;
-			}
+			engine_dst_jobs(&w, &c, copy_completion);
 			assert_int_equal(zf_batch_run(b, w.cjobs, w.units), 0);
 			assert_int_equal(atomic_load(&c.bad), 0);
 			for (size_t i = 0; i < w.units; i++)
@@ -526,6 +532,82 @@ static void test_engine_dst(void **state)
 			assert_int_equal(zf_batch_run(b, bad, 2), 2);
 			assert_int_equal(bad[0].status, -EINVAL);
 			assert_int_equal(bad[1].status, -EINVAL);
+			zf_batch_destroy(b);
+			zf_engines_destroy(e);
+			work_free(&w);
+		}
+	}
+}
+
+/* A copy left for later by the thread that ran the job (engine_batch_set_flush()). */
+static _Thread_local struct {
+	struct copy_out *c;
+	const void *out;
+	size_t i, len;
+} left;
+static atomic_uint flushes;
+
+static void copy_left(void)
+{
+	if (!left.c)
+		return;
+	memcpy(left.c->copy + left.i * left.c->cap, left.out, left.len);
+	left.c = NULL;
+}
+
+static void flush_left(void)
+{
+	atomic_fetch_add(&flushes, 1);
+	copy_left();
+}
+
+/* As copy_completion(), but the copy waits for the thread's next job, or its flush. */
+static void copy_later_completion(zf_job *job)
+{
+	struct copy_out *c = job->priv;
+
+	copy_left();
+	if (!job->dst || job->status <= 0 ||
+	    job->checksum != XXH3_64bits(job->dst, (size_t)job->status)) {
+		atomic_fetch_add(&c->bad, 1);
+		return;
+	}
+	left.c = c;
+	left.out = job->dst;
+	left.i = (size_t)(job - c->jobs);
+	left.len = (size_t)job->status;
+}
+
+/*
+ * With a flush: a ZF_JOB_ENGINE_DST job's output stays where its completion found it
+ * through the next job of the same thread, and every thread that ran jobs flushes before
+ * they count as done. The completions copy each output a job late, and the copies must
+ * all be there, whole, when the batch is waited for (0 and 2 engines, 4 and 64 KiB).
+ */
+static void test_engine_dst_flush(void **state)
+{
+	const zf_codec *codec = codec_or_null("lz4");
+
+	(void)state;
+	if (!codec)
+		skip();
+	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
+		for (size_t unit = 4096; unit <= 65536; unit *= 16) {
+			zf_engines *e = new_engines(n_engines);
+			zf_batch *b = new_batch(e, 0);
+			struct copy_out c;
+			struct work w;
+
+			engine_batch_set_flush(b, flush_left);
+			atomic_store(&flushes, 0);
+			work_init(&w, codec, FOLIO, unit, 43 + unit);
+			engine_dst_jobs(&w, &c, copy_later_completion);
+			assert_int_equal(zf_batch_run(b, w.cjobs, w.units), 0);
+			assert_int_equal(atomic_load(&c.bad), 0);
+			assert_true(atomic_load(&flushes) > 0);
+			work_prepare_decompress(&w);
+			assert_int_equal(zf_batch_run(b, w.djobs, w.units), 0);
+			work_check(&w);
 			zf_batch_destroy(b);
 			zf_engines_destroy(e);
 			work_free(&w);
@@ -991,6 +1073,7 @@ int main(void)
 		cmocka_unit_test(test_no_help_and_checksum),
 		cmocka_unit_test(test_completion),
 		cmocka_unit_test(test_engine_dst),
+		cmocka_unit_test(test_engine_dst_flush),
 		cmocka_unit_test(test_urgent_first),
 		cmocka_unit_test(test_urgent_from_thread),
 		cmocka_unit_test(test_destroy_with_work),
