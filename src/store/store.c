@@ -880,11 +880,11 @@ static void put_write_pending(void)
  * checksum. Sets the unit's status: 0, or the error that fails the put (the caller frees
  * what was allocated).
  *
- * Written behind (pc->behind: a put's units compressed one after another in the putting
- * thread), the object is allocated and pinned and its lines are asked for, and the copy
- * waits until the next unit is compressed, into the other half of the buffer. Copied at
- * once, into the lines of a slot nobody had touched since it was freed, a 4 KiB lz4 unit's
- * copy took 1100-1900 cycles, as long as the rest of the store's put work together
+ * Written behind (pc->behind: a put of two units or more), the object is allocated and
+ * pinned and its lines are asked for, and the copy waits until the same thread has
+ * compressed its next unit, into the other half of its buffer. Copied at once, into the
+ * lines of a slot nobody had touched since it was freed, a 4 KiB lz4 unit's copy took
+ * 1100-1900 cycles, as long as the rest of the store's put work together
  * (bench/results/store-experiments-8d3d082.txt); asked for a compression ahead, the lines
  * are in the cache when it comes. They are asked for reading, into L2: asked for writing
  * they did no better. lz4 split, python, redis and cc1plus, alternated with the copy at
