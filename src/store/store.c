@@ -852,7 +852,6 @@ static void unit_write(zf_store *s, struct unit_out *u)
 {
 	memcpy(u->dst, u->data, u->clen);
 	zf_pool_read_end(s->pool, u->where);
-	u->dst = NULL;
 }
 
 /* The unit this thread left to write behind, waiting for its copy (pool_store_unit()). */

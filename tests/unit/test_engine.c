@@ -498,45 +498,54 @@ static void engine_dst_jobs(struct work *w, struct copy_out *c, void (*complete)
  * engines, 4 KiB and 64 KiB units. A decompress job, or one without a completion, fails
  * with -EINVAL.
  */
-static void test_engine_dst(void **state)
+static void engine_dst_case(const zf_codec *codec, unsigned n_engines, size_t unit)
+{
+	zf_engines *e = new_engines(n_engines);
+	zf_batch *b = new_batch(e, 0);
+	struct copy_out c;
+	struct work w;
+	zf_job bad[2];
+
+	work_init(&w, codec, FOLIO, unit, 41 + unit);
+	engine_dst_jobs(&w, &c, copy_completion);
+	assert_int_equal(zf_batch_run(b, w.cjobs, w.units), 0);
+	assert_int_equal(atomic_load(&c.bad), 0);
+	for (size_t i = 0; i < w.units; i++)
+		assert_null(w.cjobs[i].dst);
+	work_prepare_decompress(&w);
+	assert_int_equal(zf_batch_run(b, w.djobs, w.units), 0);
+	work_check(&w);
+
+	bad[0] = w.cjobs[0];
+	bad[0].complete = NULL;
+	bad[1] = w.djobs[0];
+	bad[1].flags = ZF_JOB_ENGINE_DST;
+	bad[1].complete = copy_completion; /* it sees the failure */
+	bad[1].priv = &c;
+	assert_int_equal(zf_batch_run(b, bad, 2), 2);
+	assert_int_equal(bad[0].status, -EINVAL);
+	assert_int_equal(bad[1].status, -EINVAL);
+	zf_batch_destroy(b);
+	zf_engines_destroy(e);
+	work_free(&w);
+}
+
+/* Runs a ZF_JOB_ENGINE_DST case with lz4 on 0 and 2 engines, 4 KiB and 64 KiB units. */
+static void each_engine_dst_case(void (*run)(const zf_codec *, unsigned, size_t))
 {
 	const zf_codec *codec = codec_or_null("lz4");
 
-	(void)state;
 	if (!codec)
 		skip();
-	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
-		for (size_t unit = 4096; unit <= 65536; unit *= 16) {
-			zf_engines *e = new_engines(n_engines);
-			zf_batch *b = new_batch(e, 0);
-			struct copy_out c;
-			struct work w;
-			zf_job bad[2];
+	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2)
+		for (size_t unit = 4096; unit <= 65536; unit *= 16)
+			run(codec, n_engines, unit);
+}
 
-			work_init(&w, codec, FOLIO, unit, 41 + unit);
-			engine_dst_jobs(&w, &c, copy_completion);
-			assert_int_equal(zf_batch_run(b, w.cjobs, w.units), 0);
-			assert_int_equal(atomic_load(&c.bad), 0);
-			for (size_t i = 0; i < w.units; i++)
-				assert_null(w.cjobs[i].dst);
-			work_prepare_decompress(&w);
-			assert_int_equal(zf_batch_run(b, w.djobs, w.units), 0);
-			work_check(&w);
-
-			bad[0] = w.cjobs[0];
-			bad[0].complete = NULL;
-			bad[1] = w.djobs[0];
-			bad[1].flags = ZF_JOB_ENGINE_DST;
-			bad[1].complete = copy_completion; /* it sees the failure */
-			bad[1].priv = &c;
-			assert_int_equal(zf_batch_run(b, bad, 2), 2);
-			assert_int_equal(bad[0].status, -EINVAL);
-			assert_int_equal(bad[1].status, -EINVAL);
-			zf_batch_destroy(b);
-			zf_engines_destroy(e);
-			work_free(&w);
-		}
-	}
+static void test_engine_dst(void **state)
+{
+	(void)state;
+	each_engine_dst_case(engine_dst_case);
 }
 
 /* A copy left for later by the thread that ran the job (engine_batch_set_flush()). */
@@ -584,35 +593,32 @@ static void copy_later_completion(zf_job *job)
  * they count as done. The completions copy each output a job late, and the copies must
  * all be there, whole, when the batch is waited for (0 and 2 engines, 4 and 64 KiB).
  */
+static void engine_dst_flush_case(const zf_codec *codec, unsigned n_engines, size_t unit)
+{
+	zf_engines *e = new_engines(n_engines);
+	zf_batch *b = new_batch(e, 0);
+	struct copy_out c;
+	struct work w;
+
+	engine_batch_set_flush(b, flush_left);
+	atomic_store(&flushes, 0);
+	work_init(&w, codec, FOLIO, unit, 43 + unit);
+	engine_dst_jobs(&w, &c, copy_later_completion);
+	assert_int_equal(zf_batch_run(b, w.cjobs, w.units), 0);
+	assert_int_equal(atomic_load(&c.bad), 0);
+	assert_true(atomic_load(&flushes) > 0);
+	work_prepare_decompress(&w);
+	assert_int_equal(zf_batch_run(b, w.djobs, w.units), 0);
+	work_check(&w);
+	zf_batch_destroy(b);
+	zf_engines_destroy(e);
+	work_free(&w);
+}
+
 static void test_engine_dst_flush(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
-
 	(void)state;
-	if (!codec)
-		skip();
-	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
-		for (size_t unit = 4096; unit <= 65536; unit *= 16) {
-			zf_engines *e = new_engines(n_engines);
-			zf_batch *b = new_batch(e, 0);
-			struct copy_out c;
-			struct work w;
-
-			engine_batch_set_flush(b, flush_left);
-			atomic_store(&flushes, 0);
-			work_init(&w, codec, FOLIO, unit, 43 + unit);
-			engine_dst_jobs(&w, &c, copy_later_completion);
-			assert_int_equal(zf_batch_run(b, w.cjobs, w.units), 0);
-			assert_int_equal(atomic_load(&c.bad), 0);
-			assert_true(atomic_load(&flushes) > 0);
-			work_prepare_decompress(&w);
-			assert_int_equal(zf_batch_run(b, w.djobs, w.units), 0);
-			work_check(&w);
-			zf_batch_destroy(b);
-			zf_engines_destroy(e);
-			work_free(&w);
-		}
-	}
+	each_engine_dst_case(engine_dst_flush_case);
 }
 
 static void test_batch_reuse(void **state)
