@@ -1530,6 +1530,11 @@ int store_corrupt(zf_store *s, uint32_t owner, uint64_t index)
 	return ret;
 }
 
+uint64_t store_pool_pins(zf_store *s)
+{
+	return zpool_pins(s->pool);
+}
+
 long zf_store_unit_size(zf_store *s, uint32_t owner, uint64_t index, uint64_t *first)
 {
 	struct entry_view v;

@@ -37,4 +37,7 @@ uint32_t store_unit(const zf_store *s);
  * checksum fails. Returns 0, -ENOENT, or -ENOTSUP (same-filled or written back). */
 int store_corrupt(zf_store *s, uint32_t owner, uint64_t index);
 
+/* For tests: the pins held on the store's pool objects now (zpool_pins()). */
+uint64_t store_pool_pins(zf_store *s);
+
 #endif /* ZF_STORE_H */

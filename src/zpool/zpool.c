@@ -803,6 +803,24 @@ int zpool_check_class(zf_pool *pool, struct size_class *c)
 	return 0;
 }
 
+uint64_t zpool_pins(zf_pool *pool)
+{
+	uint64_t pins = 0;
+
+	for (unsigned i = 0; i < pool->nr_classes; i++) {
+		struct size_class *c = class_at(pool, i);
+
+		if (!c)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		for (int g = 1; g < ZPOOL_GROUPS; g++)
+			for (const struct zspage *zs = c->groups[g]; zs; zs = zs->next)
+				pins += (uint64_t)atomic_load(&zs->pins);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return pins;
+}
+
 #ifdef ZF_DEBUG_FULL
 #define DEBUG_CHECK(pool, c)                                                                       \
 	do {                                                                                       \

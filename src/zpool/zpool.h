@@ -136,6 +136,9 @@ unsigned zpool_handle_class(zf_pool *pool, uint64_t handle);
 /* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
 int zpool_check_class(zf_pool *pool, struct size_class *c);
 
+/* For tests: the pins held on the pool's zspages now (none once every read has ended). */
+uint64_t zpool_pins(zf_pool *pool);
+
 /*
  * zf_pool_write() in two steps, for the store's puts, which copy a unit into its object
  * a compression later: the object's bytes, pinned until zf_pool_read_end(), or NULL for

@@ -25,9 +25,11 @@
  * backing file; a backing file too small; a backing file truncated behind the store's
  * back (-EIO, bd_read_errors, the entry kept for a retry); a corrupted backing file
  * (-EBADMSG, decompress_fail, the other units fine, the unit good again once the bytes
- * are restored); the pool limit with its accept threshold (reject policy: -ENOSPC,
- * pool_limit_hit, reject_pool_full, hysteresis, with and without zf_store_compact;
- * writeback policy: puts go on, units go to the backing file, every byte reads back);
+ * are restored); a corrupted pool object under a folio get, wherever it lies in the
+ * folio (the same, and no pin left on the pool); the pool limit with its accept threshold
+ * (reject policy: -ENOSPC, pool_limit_hit, reject_pool_full, hysteresis, with and without
+ * zf_store_compact; writeback policy: puts go on, units go to the backing file, every
+ * byte reads back);
  * verify; other codecs and incompressible_pct; 2 engines giving the same counters and
  * bytes as none; puts in flight (zf_store_put_start/finish: several at once, the same
  * keys twice, a refused one beside others); bad arguments (and two stores on one backing
@@ -1571,6 +1573,51 @@ static void test_checksum_mismatch(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 }
 
+/*
+ * A folio get whose unit at some place fails its check: -EBADMSG, decompress_fail once,
+ * nothing read in, and no pin left on the pool, wherever the unit lies (first or last of
+ * a group of pins, in the first or a later batch of lookups); with the byte restored the
+ * folio reads back whole. Split mode and 16 KiB units, 2 MiB and 64 KiB folios.
+ */
+static void test_folio_get_corrupt(void **state)
+{
+	static const uint32_t units[] = { 0, K16 };
+	static const unsigned at[] = { 0, 3, 4, 9, 63, 64, 200, 511 };
+
+	(void)state;
+	for (unsigned u = 0; u < 2; u++) {
+		zf_store_options o = opts(units[u], 0);
+		struct model m;
+
+		model_open(&m, &o);
+		model_put_data(&m, 0, K64, D_SAMPLE, 21);
+		model_put_data(&m, 512, M2, D_SAMPLE, 22);
+		for (unsigned i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			const uint64_t base = at[i] < 16 ? 0 : 512, len = base ? M2 : K64;
+			const uint64_t end = base + len / PAGE;
+			uint64_t p = base + at[i];
+
+			/* The compressed unit nearest to there (store_corrupt needs one). */
+			while (p < end && m.u[p].kind != K_COMP)
+				p++;
+			while (p == end || m.u[p].kind != K_COMP)
+				assert_true(p-- > base);
+			assert_int_equal(store_corrupt(m.s, OWNER, p), 0);
+			memset(m.buf, CANARY, len);
+			assert_int_equal(zf_store_get_folio(m.s, OWNER, base, m.buf, len),
+					 -EBADMSG);
+			m.want.decompress_fail++;
+			model_check(&m);
+			assert_int_equal(store_pool_pins(m.s), 0);
+			assert_int_equal(store_corrupt(m.s, OWNER, p), 0); /* flipped back */
+			model_get_folio(&m, base, len);
+			assert_int_equal(store_pool_pins(m.s), 0);
+		}
+		model_check(&m);
+		model_close(&m);
+	}
+}
+
 /* -------------------------------------------------------------------------------- */
 /* The pool limit                                                                   */
 /* -------------------------------------------------------------------------------- */
@@ -1997,6 +2044,7 @@ int main(void)
 		cmocka_unit_test(test_writeback_backing_full_counted),
 		cmocka_unit_test(test_backing_read_error),
 		cmocka_unit_test(test_checksum_mismatch),
+		cmocka_unit_test(test_folio_get_corrupt),
 		cmocka_unit_test(test_injected_io_errors),
 		cmocka_unit_test(test_limit_reject),
 		cmocka_unit_test(test_limit_reject_no_compact),
