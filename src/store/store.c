@@ -74,6 +74,7 @@
 #define COMMIT_ENTRY_AHEAD 2u /* and for the first entry of its chain this many */
 #define COMMIT_CHUNK 64u /* units a put adds to the table under one hold of its locks */
 #define GET_BATCH 64u /* units a folio get looks up under one hold of the shard lock */
+#define GET_PIN_GROUP 4u /* and pins at once (store_get_folio()) */
 #define STORE_MIN_BUCKETS 64u
 #define STORE_CACHED_CTX 16u /* put working sets kept for reuse */
 #define WRITEBACK_BATCH 32u
@@ -1266,12 +1267,42 @@ static int unit_decode(struct get_ctx *g, const struct entry_view *e, const void
 	return ret;
 }
 
+/* What a get read, counted once it is over (get_count()). */
+struct get_tally {
+	uint64_t pages; /* read back, if the get succeeds */
+	uint64_t units[ZF_STORE_ORDERS]; /* whole units read, by order */
+	uint64_t fallback[ZF_STORE_ORDERS]; /* units decompressed for one page of them */
+	uint64_t bd_reads, bd_errors; /* reads of the backing file made, and failed */
+};
+
+/*
+ * Moves the counters for a get that returned ret: what it read in only if it succeeded
+ * (a folio comes back whole or not at all), the backing file's reads and errors and a
+ * failed check always.
+ */
+static void get_count(zf_store *s, const struct get_tally *t, int ret)
+{
+	pthread_mutex_lock(&s->stats_lock);
+	if (!ret) {
+		s->n.zswpin += t->pages;
+		for (unsigned o = 0; o < ZF_STORE_ORDERS; o++) {
+			s->n.swpin_units[o] += t->units[o];
+			s->n.swpin_fallback[o] += t->fallback[o];
+			s->n.partial_loads += t->fallback[o];
+		}
+	}
+	s->n.decompress_fail += ret == -EBADMSG;
+	s->n.bd_reads += t->bd_reads;
+	s->n.bd_read_errors += t->bd_errors;
+	pthread_mutex_unlock(&s->stats_lock);
+}
+
 /*
  * Reads a unit's stored bytes (pool or backing: same-filled units never get here),
- * decompresses them into dst and checks them.
+ * decompresses them into dst and checks them; a read of the backing file goes into t.
  */
 static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e, uint8_t *dst,
-		     int *bd_read, int *bd_error)
+		     struct get_tally *t)
 {
 	const void *data;
 	int ret;
@@ -1281,11 +1312,11 @@ static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e,
 			.slot = e->where, .buf = g->stored, .len = e->clen, .op = BACKING_READ
 		};
 
-		*bd_read = 1;
 		if (backing_rw(s->backing, &io, 1)) {
-			*bd_error = 1;
+			t->bd_errors++;
 			return -EIO;
 		}
+		t->bd_reads++;
 		return unit_decode(g, e, g->stored, dst);
 	}
 	data = zf_pool_read_begin(s->pool, e->where, NULL);
@@ -1300,10 +1331,11 @@ static int load_unit(zf_store *s, struct get_ctx *g, const struct entry_view *e,
 static int store_get(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t index, void *dst,
 		     size_t len)
 {
+	struct get_tally t = { 0 };
 	struct entry_view v;
 	struct entry *e;
 	uint32_t unit;
-	int ret, partial, bd_read = 0, bd_error = 0;
+	int ret, partial;
 
 	RETURN_IF(!s || !dst, -EINVAL);
 	e = entry_lookup(s, owner, index, &v);
@@ -1320,28 +1352,18 @@ static int store_get(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t in
 	} else if (!g && !(g = get_ctx_of(s->codec, partial || v.kind == ENTRY_BACKING))) {
 		ret = -ENOMEM;
 	} else if (partial) {
-		ret = load_unit(s, g, &v, g->unit, &bd_read, &bd_error);
+		ret = load_unit(s, g, &v, g->unit, &t);
 		if (!ret)
 			memcpy(dst, g->unit + (index - v.index) * STORE_PAGE, STORE_PAGE);
 	} else {
-		ret = load_unit(s, g, &v, dst, &bd_read, &bd_error);
+		ret = load_unit(s, g, &v, dst, &t);
 	}
-	pthread_mutex_lock(&s->stats_lock);
-	if (!ret) {
-		s->n.zswpin += len / STORE_PAGE;
-		if (partial) {
-			s->n.partial_loads++;
-			s->n.swpin_fallback[v.order]++;
-		} else {
-			s->n.swpin_units[v.order]++;
-		}
-		s->n.bd_reads += bd_read;
-	} else if (ret == -EBADMSG) {
-		s->n.decompress_fail++;
-		s->n.bd_reads += bd_read;
-	}
-	s->n.bd_read_errors += bd_error;
-	pthread_mutex_unlock(&s->stats_lock);
+	t.pages = len / STORE_PAGE;
+	if (partial)
+		t.fallback[v.order] = 1;
+	else
+		t.units[v.order] = 1;
+	get_count(s, &t, ret);
 	entry_put(s, e);
 	return ret;
 }
@@ -1352,22 +1374,71 @@ int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t 
 }
 
 /*
+ * Reads n units of a folio get back into the folio at dst (its first page: index), their
+ * entries' views in v: their pool objects pinned together, each unit decompressed and
+ * checked, the objects unpinned together, also after a failure. *gp: the get's context,
+ * which a written-back unit may swap for this thread's (it needs scratch room). Returns 0
+ * or the first failing unit's error; the units read go into t.
+ */
+static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *v, unsigned n,
+		     uint8_t *dst, uint64_t index, struct get_tally *t)
+{
+	const void *data[GET_PIN_GROUP];
+	uint64_t handles[GET_PIN_GROUP];
+	unsigned pooled = 0, pinned = 0;
+	int ret = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (v[i].kind == ENTRY_POOL)
+			handles[pooled++] = v[i].where;
+	zf_pool_read_begin_many(s->pool, handles, pooled, data);
+	for (unsigned i = 0, k = 0; i < n && !ret; i++) {
+		uint8_t *to = dst + (v[i].index - index) * STORE_PAGE;
+
+		if (v[i].kind == ENTRY_SAME) {
+			fill_same(to, STORE_PAGE << v[i].order, v[i].where);
+		} else if (v[i].kind == ENTRY_POOL) {
+			ret = data[k] ? unit_decode(*gp, &v[i], data[k], to) : -EBADMSG;
+			k++;
+		} else if (!(*gp)->stored && !(*gp = get_ctx_of(s->codec, 1))) {
+			ret = -ENOMEM; /* written back: rare, read with scratch room */
+		} else {
+			ret = load_unit(s, *gp, &v[i], to, t);
+		}
+		t->units[v[i].order]++;
+		t->pages += 1u << v[i].order;
+	}
+	for (unsigned i = 0; i < pooled; i++)
+		if (data[i])
+			handles[pinned++] = handles[i];
+	zf_pool_read_end_many(s->pool, handles, pinned);
+	return ret;
+}
+
+/*
  * zf_store_get_folio() with a given context (g NULL: this thread's). A folio lies in one
  * shard: its units are looked up GET_BATCH at a time under one hold of the shard lock,
- * asking for the next ones' buckets and entries ahead; their pool objects are pinned
- * together before the first is decompressed (zf_pool_read_begin_many(), which asks for
- * the next ones' lines ahead: a pin is an atomic read-modify-write, which waits for the
- * loads before it) and unpinned together after the last; the counters move once. lz4
- * split gets, against one zf_store_get() per unit: 0-2 points of the bare loop without
- * the prefetching, 1.5-3.5 more with it on 64 KiB folios (bench/results/store.md).
+ * asking for the next ones' buckets and entries ahead, and read back GET_PIN_GROUP at a
+ * time (get_group()), the entries let go after each group; the counters move once.
+ *
+ * Why groups of four: a pin or an unpin is an atomic read-modify-write, which waits for
+ * the loads and stores before it. Taken back to back, a group's pins share one such wait,
+ * and so do its unpins; a pin and an unpin per unit would wait each time for the 4 KiB
+ * a decompression just stored. A whole lookup batch pinned at once (64 units) was
+ * slower still, presumably since by a unit's decompression and unpin, the lines its pin
+ * touched (handle entry, zspage, the object's first line) had left the L1 cache under
+ * 256 KiB of output. lz4 split, 2 MiB folios, the variants alternating folio by folio in
+ * one process, of the bare loop: 64 at once 0.88-0.93, four 0.90-0.96, one 0.90-0.94
+ * (bench/results/store.md, thirteenth measurement).
  */
 static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t index,
 			   void *dst, size_t len)
 {
 	const uint64_t pages = len / STORE_PAGE, end = index + pages;
 	const uint64_t step = (uint64_t)1 << s->unit_order; /* the units' pages, most likely */
-	uint64_t at = index, swpin_units[ZF_STORE_ORDERS] = { 0 }, loaded = 0;
-	int ret = 0, bd_reads = 0, bd_errors = 0;
+	struct get_tally t = { 0 };
+	uint64_t at = index;
+	int ret = 0;
 	struct shard *sh;
 
 	RETURN_IF(!s || !dst || len < STORE_PAGE || len > ZF_UNIT_MAX || (len & (len - 1)),
@@ -1379,9 +1450,7 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 	while (at < end && !ret) {
 		struct entry *ents[GET_BATCH];
 		struct entry_view v[GET_BATCH];
-		const void *data[GET_BATCH];
-		uint64_t handles[GET_BATCH];
-		unsigned n = 0, pooled = 0;
+		unsigned n = 0;
 
 		pthread_mutex_lock(&sh->lock);
 		while (n < GET_BATCH && at < end) {
@@ -1410,53 +1479,16 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			at += 1u << v[n++].order;
 		}
 		pthread_mutex_unlock(&sh->lock);
-		for (unsigned i = 0; i < n && !ret; i++)
-			if (v[i].kind == ENTRY_POOL)
-				handles[pooled++] = v[i].where;
-		zf_pool_read_begin_many(s->pool, handles, pooled, data);
-		/* From one per pooled unit to one per unit, from the back: none is lost. */
-		for (unsigned i = n, k = pooled; i-- > 0;)
-			data[i] = !ret && v[i].kind == ENTRY_POOL ? data[--k] : NULL;
-		for (unsigned i = 0; i < n && !ret; i++) {
-			uint8_t *to = (uint8_t *)dst + (v[i].index - index) * STORE_PAGE;
-			int bd_read = 0, bd_error = 0;
+		for (unsigned i = 0; i < n; i += GET_PIN_GROUP) {
+			const unsigned k = n - i < GET_PIN_GROUP ? n - i : GET_PIN_GROUP;
 
-			if (v[i].kind == ENTRY_SAME) {
-				fill_same(to, STORE_PAGE << v[i].order, v[i].where);
-			} else if (v[i].kind == ENTRY_BACKING) {
-				/* Written back: rare, read and checked here, with scratch room. */
-				if (!g->stored && !(g = get_ctx_of(s->codec, 1)))
-					ret = -ENOMEM;
-				else
-					ret = load_unit(s, g, &v[i], to, &bd_read, &bd_error);
-			} else {
-				ret = data[i] ? unit_decode(g, &v[i], data[i], to) : -EBADMSG;
-			}
-			/* The reads made, as zf_store_get() counts them. */
-			bd_reads += bd_read && ret != -EIO;
-			bd_errors += bd_error;
-			loaded += 1u << v[i].order;
-			swpin_units[v[i].order]++;
+			if (!ret)
+				ret = get_group(s, &g, v + i, k, dst, index, &t);
+			for (unsigned j = i; j < i + k; j++)
+				entry_put(s, ents[j]);
 		}
-		pooled = 0;
-		for (unsigned i = 0; i < n; i++)
-			if (data[i])
-				handles[pooled++] = v[i].where;
-		zf_pool_read_end_many(s->pool, handles, pooled);
-		for (unsigned i = 0; i < n; i++)
-			entry_put(s, ents[i]);
 	}
-	/* A folio comes back whole or not at all: its units count only when all came. */
-	pthread_mutex_lock(&s->stats_lock);
-	if (!ret) {
-		s->n.zswpin += loaded;
-		for (unsigned o = 0; o < ZF_STORE_ORDERS; o++)
-			s->n.swpin_units[o] += swpin_units[o];
-	}
-	s->n.decompress_fail += ret == -EBADMSG;
-	s->n.bd_reads += (uint64_t)bd_reads;
-	s->n.bd_read_errors += (uint64_t)bd_errors;
-	pthread_mutex_unlock(&s->stats_lock);
+	get_count(s, &t, ret);
 	return ret;
 }
 
