@@ -1376,12 +1376,16 @@ int zf_store_get(zf_store *s, uint32_t owner, uint64_t index, void *dst, size_t 
 /*
  * Reads n units of a folio get back into the folio at dst (its first page: index), their
  * entries' views in v: their pool objects pinned together, each unit decompressed and
- * checked, the objects unpinned together, also after a failure. *gp: the get's context,
- * which a written-back unit may swap for this thread's (it needs scratch room). Returns 0
- * or the first failing unit's error; the units read go into t.
+ * checked, the objects unpinned together, also after a failure. Meanwhile it asks for
+ * the lines the pins of the next group will need (its views follow in v[n .. n + next)):
+ * their handles' table entries before the first decompression, and after the i-th, the
+ * zspage and header of the next group's i-th object, so that those misses overlap the
+ * decompressions rather than come one after another at the next pins. *gp: the get's
+ * context, which a written-back unit may swap for this thread's (it needs scratch room).
+ * Returns 0 or the first failing unit's error; the units read go into t.
  */
 static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *v, unsigned n,
-		     uint8_t *dst, uint64_t index, struct get_tally *t)
+		     unsigned next, uint8_t *dst, uint64_t index, struct get_tally *t)
 {
 	const void *data[GET_PIN_GROUP];
 	uint64_t handles[GET_PIN_GROUP];
@@ -1392,6 +1396,9 @@ static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *
 		if (v[i].kind == ENTRY_POOL)
 			handles[pooled++] = v[i].where;
 	zf_pool_read_begin_many(s->pool, handles, pooled, data);
+	for (unsigned i = n; i < n + next; i++)
+		if (v[i].kind == ENTRY_POOL)
+			zpool_prefetch_entry(s->pool, v[i].where);
 	for (unsigned i = 0, k = 0; i < n && !ret; i++) {
 		uint8_t *to = dst + (v[i].index - index) * STORE_PAGE;
 
@@ -1405,6 +1412,8 @@ static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *
 		} else {
 			ret = load_unit(s, *gp, &v[i], to, t);
 		}
+		if (i < next && v[n + i].kind == ENTRY_POOL)
+			zpool_prefetch_object(s->pool, v[n + i].where);
 		t->units[v[i].order]++;
 		t->pages += 1u << v[i].order;
 	}
@@ -1428,8 +1437,11 @@ static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *
  * slower still, presumably since by a unit's decompression and unpin, the lines its pin
  * touched (handle entry, zspage, the object's first line) had left the L1 cache under
  * 256 KiB of output. lz4 split, 2 MiB folios, the variants alternating folio by folio in
- * one process, of the bare loop: 64 at once 0.88-0.93, four 0.90-0.96, one 0.90-0.94
- * (bench/results/store.md, thirteenth measurement).
+ * one process, of the bare loop: 64 at once 0.88-0.93, four 0.90-0.96, one 0.90-0.94.
+ * Asking for the next group's lines during this group's decompressions (get_group())
+ * added about a point where the pool and the bare loop's buffers are both out of the
+ * caches, as in the bench, and up to 5 in its 2 MiB folio gets (bench/results/store.md,
+ * thirteenth measurement).
  */
 static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t index,
 			   void *dst, size_t len)
@@ -1481,9 +1493,10 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 		pthread_mutex_unlock(&sh->lock);
 		for (unsigned i = 0; i < n; i += GET_PIN_GROUP) {
 			const unsigned k = n - i < GET_PIN_GROUP ? n - i : GET_PIN_GROUP;
+			const unsigned next = n - i - k < GET_PIN_GROUP ? n - i - k : GET_PIN_GROUP;
 
 			if (!ret)
-				ret = get_group(s, &g, v + i, k, dst, index, &t);
+				ret = get_group(s, &g, v + i, k, next, dst, index, &t);
 			for (unsigned j = i; j < i + k; j++)
 				entry_put(s, ents[j]);
 		}

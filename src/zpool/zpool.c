@@ -1470,8 +1470,7 @@ out:
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Asks for the cache line of handle's table entry. */
-static void prefetch_entry(zf_pool *pool, uint64_t handle)
+void zpool_prefetch_entry(zf_pool *pool, uint64_t handle)
 {
 	_Atomic uint64_t *ep = entry_of(pool, handle);
 
@@ -1479,8 +1478,7 @@ static void prefetch_entry(zf_pool *pool, uint64_t handle)
 		__builtin_prefetch((const void *)ep);
 }
 
-/* Asks for the lines free() reads of handle's object: its header and its zspage. */
-static void prefetch_object(zf_pool *pool, uint64_t handle)
+void zpool_prefetch_object(zf_pool *pool, uint64_t handle)
 {
 	_Atomic uint64_t *ep = entry_of(pool, handle);
 	const struct size_class *c;
@@ -1516,9 +1514,9 @@ static void prefetch_object(zf_pool *pool, uint64_t handle)
 static void prefetch_ahead(zf_pool *pool, const uint64_t *handles, size_t n, size_t i)
 {
 	if (i + FREE_AHEAD < n)
-		prefetch_entry(pool, handles[i + FREE_AHEAD]);
+		zpool_prefetch_entry(pool, handles[i + FREE_AHEAD]);
 	if (i + FREE_AHEAD / 2 < n)
-		prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
+		zpool_prefetch_object(pool, handles[i + FREE_AHEAD / 2]);
 }
 
 void zf_pool_free_many(zf_pool *pool, const uint64_t *handles, size_t n)

@@ -136,6 +136,14 @@ unsigned zpool_handle_class(zf_pool *pool, uint64_t handle);
 /* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
 int zpool_check_class(zf_pool *pool, struct size_class *c);
 
+/*
+ * Ask for the lines a free or a read of handle's object begins with, ahead of it:
+ * zpool_prefetch_entry() for its table entry, then (once that has come: it loads the
+ * entry) zpool_prefetch_object() for its zspage and the object's header.
+ */
+void zpool_prefetch_entry(zf_pool *pool, uint64_t handle);
+void zpool_prefetch_object(zf_pool *pool, uint64_t handle);
+
 /* For tests: the pins held on the pool's zspages now (none once every read has ended). */
 uint64_t zpool_pins(zf_pool *pool);
 
