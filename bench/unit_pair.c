@@ -25,7 +25,7 @@
 #include "bench_time.h"
 #include "zfolio.h"
 
-#define PIECE ((size_t)4 << 20)
+#define PIECE ((size_t)4 << 20) /* a multiple of every unit (at most ZF_UNIT_MAX) */
 
 struct side {
 	size_t unit;
@@ -74,12 +74,12 @@ static double decompress_piece(struct side *s, size_t from, size_t end)
 }
 
 /* One pass: every piece through both sides, taking turns; times into t[side][op]. */
-static void pass(struct side *s, size_t bytes, size_t piece, int k, double t[2][2])
+static void pass(struct side *s, size_t bytes, int k, double t[2][2])
 {
 	memset(t, 0, 4 * sizeof(double));
 	for (int op = 0; op < 2; op++)
-		for (size_t off = 0, i = (size_t)k; off < bytes; off += piece, i++) {
-			const size_t end = off + piece < bytes ? off + piece : bytes;
+		for (size_t off = 0, i = (size_t)k; off < bytes; off += PIECE, i++) {
+			const size_t end = off + PIECE;
 
 			for (int turn = 0; turn < 2; turn++) {
 				const int w = (int)((i + (size_t)turn) & 1);
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	const zf_codec *codec;
 	struct side s[2] = { { 0 } };
 	double *t[2][2], *ratio[2]; /* t[side][op], ratio[op]: op 0 compression, 1 decompression */
-	size_t bytes, piece;
+	size_t bytes;
 	zf_image *img;
 	int passes;
 
@@ -121,13 +121,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	data = zf_image_data(img);
-	piece = PIECE > s[0].unit && PIECE > s[1].unit ? PIECE
-		: s[0].unit > s[1].unit		       ? s[0].unit
-						       : s[1].unit;
-	bytes = zf_image_size(img) / piece * piece; /* whole pieces: both sides, same bytes */
+	bytes = zf_image_size(img) / PIECE * PIECE; /* whole pieces: both sides, same bytes */
 	if (!bytes) {
 		fprintf(stderr, "unit_pair: %s is smaller than one %zu-byte piece\n", argv[1],
-			piece);
+			PIECE);
 		return 1;
 	}
 	for (int w = 0; w < 2; w++) {
@@ -152,12 +149,12 @@ int main(int argc, char **argv)
 	{
 		double untimed[2][2];
 
-		pass(s, bytes, piece, 0, untimed); /* touches every output page once */
+		pass(s, bytes, 0, untimed); /* touches every output page once */
 	}
 	for (int k = 0; k < passes; k++) {
 		double tk[2][2];
 
-		pass(s, bytes, piece, k, tk);
+		pass(s, bytes, k, tk);
 		for (int w = 0; w < 2; w++)
 			for (int op = 0; op < 2; op++)
 				t[w][op][k] = tk[w][op];
