@@ -79,7 +79,8 @@ static const char bench_store_usage[] =
 	"\n"
 	"The image is cut to whole 2 MiB, so that every folio size sees the same bytes.\n"
 	"unit = the smaller of the folio and the mode's unit (split: 4k). put/get MB/s: image\n"
-	"bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units,\n"
+	"bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units\n"
+	"(compressing into a buffer in the cache, decompressing units packed as in the pool),\n"
 	"the store and the bare loop taking turns every 4 MiB of a pass (puts in flight: a\n"
 	"whole pass each); of = the median of the passes' ratios (JSON: each pass's too).\n"
 	"ratio = orig_data_size / compr_data_size (same-filled units cost nothing). With\n"
@@ -158,8 +159,8 @@ static void *bare_compress(void *arg)
 		if (zf_same_filled(src, j->unit, NULL))
 			continue;
 		clen = zf_codec_compress(ctx, src, j->unit, j->scratch, j->unit - 1);
-		if ((clen < 0 ? -1 : clen) != j->clen[i])
-			cli_die(1, "bare compression of unit %llu: %d bytes, first %d",
+		if ((clen > 0 ? clen : -1) != j->clen[i])
+			cli_die(1, "bare compression of unit %llu: %d bytes, %d in the first pass",
 				(unsigned long long)i, clen, (int)j->clen[i]);
 	}
 	j->seconds = cli_now() - t0;
@@ -234,7 +235,7 @@ static void bare_open(struct bare *b, const zf_codec *codec, const uint8_t *data
 		if (zf_same_filled(src, unit, NULL))
 			continue;
 		ret = zf_codec_compress(b->all.ctx, src, unit, b->all.scratch, unit - 1);
-		clen[i] = ret < 0 ? -1 : ret;
+		clen[i] = ret > 0 ? ret : -1;
 		if (ret <= 0)
 			continue;
 		place[i] = at + BARE_HEADER;
