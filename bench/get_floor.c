@@ -9,11 +9,9 @@
  * do), then times passes of the bare decompression loop and of the same loop plus the
  * store's checksum (zf_checksum(), src/common/checksum.h) of each compressed unit after
  * it is decompressed (the store's order), alternating which of the two goes first, and
- * reports the median of the paired ratios. The compressed units lie back to back, each
- * after an 8-byte gap at 8 mod 16 as in a zpool slot: from unit-sized slots of their own,
- * every decompression read and wrote at the same addresses modulo 4 KiB, which slowed the
- * loop by 1.13-1.17x on the AMD VM (bench/results/store.md, fifteenth measurement) and
- * made the checksum's share look smaller.
+ * reports the median of the paired ratios. The compressed units lie packed (packed.h): in
+ * unit-sized slots of their own they slowed the loop by 1.13-1.17x on the AMD VM and made
+ * the checksum's share look smaller.
  *
  * usage: get_floor IMAGE CODEC UNIT_BYTES PASSES
  * prints one JSON line: bare_mbps, checked_mbps (medians, MB = 10^6 B of units
@@ -26,6 +24,7 @@
 
 #include "../src/common/checksum.h"
 #include "bench_time.h"
+#include "packed.h"
 #include "zfolio.h"
 
 struct units {
@@ -96,9 +95,8 @@ int main(int argc, char **argv)
 	u.data = zf_image_data(img);
 	size = zf_image_size(img);
 	u.n = size / u.unit; /* whole units only, as the store bench puts whole folios */
-	/* at most the unit and 24 bytes of gap and alignment each */
-	u.packed = mmap(NULL, size + u.n * 24, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			-1, 0);
+	u.packed = mmap(NULL, packed_bytes(u.n, u.unit), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	u.out = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	u.clen = calloc(u.n ? u.n : 1, sizeof(*u.clen));
 	u.sum = calloc(u.n ? u.n : 1, sizeof(*u.sum));
@@ -111,9 +109,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "get_floor: out of memory\n");
 		return 1;
 	}
-	for (size_t i = 0, at = 0; i < u.n; i++) {
+	for (size_t i = 0, end = 0; i < u.n; i++) {
 		const uint8_t *src = u.data + i * u.unit;
-		uint8_t *dst = u.packed + at + 8;
+		uint8_t *dst = u.packed + packed_place(end);
 		int n;
 
 		if (zf_same_filled(src, u.unit, NULL))
@@ -122,8 +120,8 @@ int main(int argc, char **argv)
 		u.clen[i] = n > 0 ? n : -1;
 		u.sum[i] = n > 0 ? zf_checksum(dst, (size_t)n) : zf_checksum(src, u.unit);
 		if (n > 0) {
-			u.place[i] = at + 8;
-			at = (at + 8 + (size_t)n + 15) & ~(size_t)15;
+			u.place[i] = packed_place(end);
+			end = packed_end(u.place[i], (size_t)n);
 		}
 		bytes += u.unit;
 	}

@@ -12,7 +12,7 @@
  * are skipped and a unit that does not compress is kept raw (copied back), as the store
  * and `zfolio bench store`'s bare loop do. As there, the timed compression writes into a
  * buffer that stays in the cache, and the decompression reads the units an untimed first
- * pass packed back to back (each after an 8-byte gap at 8 mod 16, as in a zpool slot).
+ * pass packed (packed.h).
  *
  * usage: unit_pair IMAGE CODEC UNIT_A UNIT_B PASSES
  * prints one JSON line: each size's compression and decompression MB/s (medians of the
@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 
 #include "bench_time.h"
+#include "packed.h"
 #include "zfolio.h"
 
 #define PIECE ((size_t)4 << 20) /* a multiple of every unit (at most ZF_UNIT_MAX) */
@@ -54,9 +55,9 @@ static double compress_piece(struct side *s, size_t from, size_t end, int first)
 		n = zf_codec_compress(ctx, src, s->unit, s->scratch, s->unit - 1);
 		n = n > 0 ? n : -1;
 		if (first && n > 0) {
-			s->place[i] = s->packed_end + 8;
+			s->place[i] = packed_place(s->packed_end);
 			memcpy(s->packed + s->place[i], s->scratch, (size_t)n);
-			s->packed_end = (s->place[i] + (size_t)n + 15) & ~(size_t)15;
+			s->packed_end = packed_end(s->place[i], (size_t)n);
 		}
 		if (first)
 			s->clen[i] = n;
@@ -144,9 +145,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int w = 0; w < 2; w++) {
-		/* at most the unit and 24 bytes of gap and alignment each */
-		s[w].packed = mmap(NULL, bytes + bytes / s[w].unit * 24, PROT_READ | PROT_WRITE,
-				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		s[w].packed = mmap(NULL, packed_bytes(bytes / s[w].unit, s[w].unit),
+				   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		s[w].scratch = malloc(s[w].unit);
 		s[w].place = calloc(bytes / s[w].unit, sizeof(*s[w].place));
 		s[w].out = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../../bench/packed.h"
 #include "cli.h"
 
 #define MAX_LIST 8
@@ -43,8 +44,6 @@
 #define INFLIGHT_MAX 16u
 #define LATENCY_ROUNDS 3 /* idle and busy latency rounds, alternated */
 #define PAIR_CHUNK ((uint64_t)4 << 20) /* store and bare loop take turns by this much */
-#define BARE_HEADER 8u /* the gap before each of the bare loop's units, as a zpool header */
-#define BARE_ALIGN 16u /* and their alignment, as zpool slots */
 
 static const char bench_store_usage[] =
 	"usage: zfolio bench store [--image FILE ...] [--codec LIST] [--mode LIST]\n"
@@ -201,15 +200,13 @@ struct bare {
 };
 
 /*
- * A first, untimed compression of every unit keeps what it makes back to back in image
- * order, each unit after an 8-byte gap at 8 mod 16, as a zpool slot holds an object after
- * its header. The bare loop first kept each unit at the start of a unit-sized slot of its
- * own, and compressed into it: every decompression then read and wrote at the same
- * addresses modulo 4 KiB, and lz4 decompressed 4 KiB units 1.13-1.17x slower on the AMD
- * VM (1.04-1.05x on the Intel one) than from packed units, and compressed them 1.03-1.05x
- * slower than into a buffer in the cache (bench/results/store.md, fifteenth measurement):
- * a baseline slowed down by its layout, which made the store look that much closer to
- * the codec.
+ * A first, untimed compression of every unit keeps what it makes packed, in image order
+ * (packed.h). The bare loop first kept each unit at the start of a unit-sized slot of its
+ * own, and compressed into it: lz4 then decompressed 4 KiB units 1.13-1.17x slower on the
+ * AMD VM (1.04-1.05x on the Intel one) than from packed units, and compressed them
+ * 1.03-1.05x slower than into a buffer in the cache (bench/results/store.md, fifteenth
+ * measurement): a baseline slowed down by its layout, which made the store look that much
+ * closer to the codec.
  */
 static void bare_open(struct bare *b, const zf_codec *codec, const uint8_t *data, uint64_t bytes,
 		      uint64_t unit)
@@ -217,14 +214,14 @@ static void bare_open(struct bare *b, const zf_codec *codec, const uint8_t *data
 	const uint64_t n = bytes / unit;
 	uint64_t *place = calloc(n, sizeof(*place));
 	int32_t *clen = calloc(n, sizeof(*clen));
-	uint64_t at = 0;
+	size_t end = 0;
 
 	*b = (struct bare){ { codec, data, unit, 0, n, cli_map_buffer(unit), NULL, place, clen, 0,
 			      NULL },
 			    cli_map_buffer(bytes),
 			    cli_map_buffer(unit),
 			    bytes,
-			    n * (BARE_HEADER + BARE_ALIGN) + bytes };
+			    packed_bytes(n, unit) };
 	if (!place || !clen || zf_codec_ctx_create(codec, &b->all.ctx))
 		cli_die(1, "out of memory");
 	b->all.out = cli_map_buffer(b->out_bytes);
@@ -238,9 +235,9 @@ static void bare_open(struct bare *b, const zf_codec *codec, const uint8_t *data
 		clen[i] = ret > 0 ? ret : -1;
 		if (ret <= 0)
 			continue;
-		place[i] = at + BARE_HEADER;
+		place[i] = packed_place(end);
 		memcpy(b->all.out + place[i], b->all.scratch, (size_t)ret);
-		at = (place[i] + (uint64_t)ret + BARE_ALIGN - 1) & ~(uint64_t)(BARE_ALIGN - 1);
+		end = packed_end(place[i], (size_t)ret);
 	}
 }
 
