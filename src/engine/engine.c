@@ -74,6 +74,7 @@
 #include <unistd.h>
 
 #include "../common/checksum.h"
+#include "../common/list.h"
 #include "engine.h"
 
 #define CACHE_LINE 64
@@ -96,10 +97,6 @@ struct ctx_cache {
 	unsigned half; /* the half the last job used */
 };
 
-struct batch_list {
-	zf_batch *head, *tail;
-};
-
 struct engine {
 	/* Jobs run: written by this engine only, read by zf_engines_get_stats(). */
 	_Alignas(CACHE_LINE) atomic_uint_least64_t jobs;
@@ -117,7 +114,7 @@ struct engine {
 struct zf_engines {
 	pthread_mutex_t lock;
 	/* Under lock. */
-	struct batch_list urgent, normal;
+	struct list_node urgent, normal; /* FIFO lists of zf_batch.link */
 	struct engine *sleepers;
 	long budget; /* jobs the engines may still take; < 0: no limit */
 	bool stopping;
@@ -153,7 +150,7 @@ struct zf_batch {
 	bool queued; /* the owner's: submit linked it (engines were running) */
 	/* Set and cleared under engines->lock; read without it by the owner. */
 	atomic_bool linked;
-	zf_batch *prev, *next; /* under engines->lock */
+	struct list_node link; /* on engines->urgent or ->normal, under engines->lock */
 	struct ctx_cache cache; /* for the jobs its waiter runs */
 };
 
@@ -316,7 +313,7 @@ static void jobs_finish(zf_batch *b, size_t done, unsigned failed)
 /* The queue                                                                        */
 /* -------------------------------------------------------------------------------- */
 
-static struct batch_list *queue_of(zf_engines *e, const zf_batch *b)
+static struct list_node *queue_of(zf_engines *e, const zf_batch *b)
 {
 	return (b->flags & ZF_BATCH_URGENT) ? &e->urgent : &e->normal;
 }
@@ -324,15 +321,9 @@ static struct batch_list *queue_of(zf_engines *e, const zf_batch *b)
 /* Caller holds e->lock. */
 static void queue_link(zf_engines *e, zf_batch *b)
 {
-	struct batch_list *q = queue_of(e, b);
+	struct list_node *q = queue_of(e, b);
 
-	b->next = NULL;
-	b->prev = q->tail;
-	if (q->tail)
-		q->tail->next = b;
-	else
-		q->head = b;
-	q->tail = b;
+	list_add_tail(q, &b->link);
 	atomic_store_explicit(&b->linked, true, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->queued, 1, memory_order_relaxed);
 	if (q == &e->urgent)
@@ -342,17 +333,9 @@ static void queue_link(zf_engines *e, zf_batch *b)
 /* Caller holds e->lock. */
 static void queue_unlink(zf_engines *e, zf_batch *b)
 {
-	struct batch_list *q = queue_of(e, b);
+	const struct list_node *q = queue_of(e, b);
 
-	if (b->prev)
-		b->prev->next = b->next;
-	else
-		q->head = b->next;
-	if (b->next)
-		b->next->prev = b->prev;
-	else
-		q->tail = b->prev;
-	b->prev = b->next = NULL;
+	list_del(&b->link);
 	atomic_store_explicit(&b->linked, false, memory_order_release);
 	atomic_fetch_sub_explicit(&e->queued, 1, memory_order_relaxed);
 	if (q == &e->urgent)
@@ -398,9 +381,10 @@ static bool batch_claim(zf_batch *b, size_t k, size_t *first, size_t *end, bool 
  */
 static zf_batch *queue_take(zf_engines *e, size_t *first, size_t *end)
 {
-	zf_batch *b;
+	struct list_node *node;
 
-	while ((b = e->urgent.head ? e->urgent.head : e->normal.head)) {
+	while ((node = list_empty(&e->urgent) ? list_first(&e->normal) : e->urgent.next)) {
+		zf_batch *const b = list_entry(node, zf_batch, link);
 		const size_t k = e->budget > 0 ? ZF_MIN(b->claim, (size_t)e->budget) : b->claim;
 		bool last;
 		const bool got = batch_claim(b, k, first, end, &last);
@@ -572,7 +556,6 @@ static void engines_put(zf_engines *e)
 int zf_engines_create(unsigned n, zf_engines **enginesp)
 {
 	pthread_mutexattr_t attr;
-	sigset_t all, old;
 	zf_engines *e;
 	int ret = 0;
 
@@ -593,23 +576,13 @@ int zf_engines_create(unsigned n, zf_engines **enginesp)
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
 	pthread_mutex_init(&e->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
+	list_init(&e->urgent);
+	list_init(&e->normal);
 	e->budget = -1;
 	atomic_init(&e->unlimited, true);
 	atomic_init(&e->urgent_queued, 0);
 	atomic_init(&e->refs, 1);
 
-	/*
-	 * Engines take no asynchronous signals: the program's handlers run in its own
-	 * threads. Faults (SIGSEGV, SIGBUS, ...) stay deliverable, to report a bad buffer.
-	 */
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGFPE);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGTRAP);
-	sigdelset(&all, SIGSYS);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (unsigned i = 0; i < n; i++) {
 		struct engine *s = &e->engine[i];
 
@@ -624,7 +597,6 @@ int zf_engines_create(unsigned n, zf_engines **enginesp)
 		}
 		e->n = i + 1;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
 		engines_stop(e);
 		engines_put(e);
@@ -708,6 +680,7 @@ int zf_batch_create(zf_engines *engines, unsigned flags, zf_batch **batchp)
 	atomic_init(&b->state, BATCH_DONE);
 	atomic_init(&b->failed, 0);
 	atomic_init(&b->linked, false);
+	list_init(&b->link);
 	b->engines = engines;
 	b->flags = flags;
 	atomic_fetch_add_explicit(&engines->refs, 1, memory_order_relaxed);
