@@ -121,9 +121,11 @@ struct backing {
 	atomic_uint_fast64_t ios[2], bytes[2], errors[2];
 	atomic_uint_fast64_t read_busy_sync, uring_ios;
 
+#ifdef ZF_TEST_HOOKS
 	/* Error injection: countdown to the failing io of each op (0 = off), and its error. */
 	atomic_int_fast64_t inject_countdown[2];
 	atomic_int inject_err[2];
+#endif
 };
 
 /* -------------------------------------------------------------------------------- */
@@ -491,6 +493,7 @@ static int io_valid(const struct backing *b, const struct backing_io *io)
 	       backing_slots_for(b, io->len) <= b->slots_total - io->slot;
 }
 
+#ifdef ZF_TEST_HOOKS
 /* The error to inject into the next io of op, or 0. */
 static int injected(struct backing *b, int op)
 {
@@ -513,6 +516,14 @@ void backing_inject_error(struct backing *b, int op, uint64_t after_n, int err)
 			      err ? (int_fast64_t)ZF_MIN(after_n, (uint64_t)INT64_MAX - 1) + 1 : 0,
 			      memory_order_release);
 }
+#else
+static int injected(const struct backing *b, int op)
+{
+	(void)b;
+	(void)op;
+	return 0;
+}
+#endif
 
 static off_t io_offset(const struct backing *b, const struct backing_io *io)
 {

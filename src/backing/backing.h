@@ -192,6 +192,7 @@ int backing_rw(struct backing *b, struct backing_io *ios, unsigned n) ZF_MUST_CH
 /* Copies the counters into *st (each one exact; read together, not as one snapshot). */
 void backing_get_stats(const struct backing *b, struct backing_stats *st);
 
+#ifdef ZF_TEST_HOOKS
 /*
  * A test hook: from now on, the (after_n + 1)-th io of op (BACKING_READ or
  * BACKING_WRITE) to reach backing_rw() fails with err (negative, e.g. -EIO, -ENOSPC)
@@ -200,5 +201,6 @@ void backing_get_stats(const struct backing *b, struct backing_stats *st);
  * "(after_n + 1)-th" among concurrent batches is whichever gets there first.
  */
 void backing_inject_error(struct backing *b, int op, uint64_t after_n, int err);
+#endif
 
 #endif /* ZF_BACKING_H */

@@ -1553,6 +1553,7 @@ uint32_t store_unit(const zf_store *s)
 	return STORE_PAGE << s->unit_order;
 }
 
+#ifdef ZF_TEST_HOOKS
 int store_corrupt(zf_store *s, uint32_t owner, uint64_t index)
 {
 	struct entry_view v;
@@ -1579,6 +1580,15 @@ uint64_t store_pool_pins(zf_store *s)
 {
 	return zpool_pins(s->pool);
 }
+
+int store_inject_backing_error(zf_store *s, int op, uint64_t after_n, int err)
+{
+	RETURN_IF(!s, -EINVAL);
+	RETURN_IF(!s->backing, -ENODEV);
+	backing_inject_error(s->backing, op, after_n, err);
+	return 0;
+}
+#endif
 
 long zf_store_unit_size(zf_store *s, uint32_t owner, uint64_t index, uint64_t *first)
 {
@@ -1669,14 +1679,6 @@ long zf_store_invalidate(zf_store *s, uint32_t owner, uint64_t index, uint64_t p
 	dropped = drop_range(s, owner, index, pages, &delta);
 	counters_add(s, &delta);
 	return dropped;
-}
-
-int store_inject_backing_error(zf_store *s, int op, uint64_t after_n, int err)
-{
-	RETURN_IF(!s, -EINVAL);
-	RETURN_IF(!s->backing, -ENODEV);
-	backing_inject_error(s->backing, op, after_n, err);
-	return 0;
 }
 
 long zf_store_compact(zf_store *s)

@@ -8,12 +8,23 @@
 
 #include "../common/common.h"
 
+#ifdef ZF_TEST_HOOKS
 /*
+ * Test hooks, in the test build of the library only.
+ *
  * Makes the (after_n + 1)-th read (op BACKING_READ) or write (BACKING_WRITE) of the
  * store's backing file fail with err, once (backing_inject_error()). Returns 0, or
  * -ENODEV for a store without a backing file.
  */
 int store_inject_backing_error(zf_store *s, int op, uint64_t after_n, int err);
+
+/* Flips a byte of the stored unit that holds page index of owner, so that its checksum
+ * fails. Returns 0, -ENOENT, or -ENOTSUP (same-filled or written back). */
+int store_corrupt(zf_store *s, uint32_t owner, uint64_t index);
+
+/* The pins held on the store's pool objects now (zpool_pins()). */
+uint64_t store_pool_pins(zf_store *s);
+#endif
 
 /*
  * A reader: a codec context and scratch room of its own, for gets made where the
@@ -32,12 +43,5 @@ int store_get_folio_with(zf_store *s, struct store_reader *r, uint32_t owner, ui
 
 /* The store's unit: 4096 in split mode. */
 uint32_t store_unit(const zf_store *s);
-
-/* For tests: flips a byte of the stored unit that holds page index of owner, so that its
- * checksum fails. Returns 0, -ENOENT, or -ENOTSUP (same-filled or written back). */
-int store_corrupt(zf_store *s, uint32_t owner, uint64_t index);
-
-/* For tests: the pins held on the store's pool objects now (zpool_pins()). */
-uint64_t store_pool_pins(zf_store *s);
 
 #endif /* ZF_STORE_H */

@@ -803,6 +803,7 @@ int zpool_check_class(zf_pool *pool, struct size_class *c)
 	return 0;
 }
 
+#ifdef ZF_TEST_HOOKS
 uint64_t zpool_pins(zf_pool *pool)
 {
 	uint64_t pins = 0;
@@ -820,6 +821,7 @@ uint64_t zpool_pins(zf_pool *pool)
 	}
 	return pins;
 }
+#endif
 
 #ifdef ZF_DEBUG_FULL
 #define DEBUG_CHECK(pool, c)                                                                       \

@@ -144,8 +144,10 @@ int zpool_check_class(zf_pool *pool, struct size_class *c);
 void zpool_prefetch_entry(zf_pool *pool, uint64_t handle);
 void zpool_prefetch_object(zf_pool *pool, uint64_t handle);
 
+#ifdef ZF_TEST_HOOKS
 /* For tests: the pins held on the pool's zspages now (none once every read has ended). */
 uint64_t zpool_pins(zf_pool *pool);
+#endif
 
 /*
  * zf_pool_write() in two steps, for the store's puts, which copy a unit into its object
