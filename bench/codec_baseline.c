@@ -22,6 +22,7 @@
 
 #include "bench_time.h"
 #include "zfolio.h"
+#include "image.h"
 
 int main(int argc, char **argv)
 {

@@ -26,6 +26,7 @@
 #include "bench_time.h"
 #include "packed.h"
 #include "zfolio.h"
+#include "image.h"
 
 struct units {
 	zf_codec_ctx *ctx;

@@ -27,6 +27,7 @@
 #include "bench_time.h"
 #include "packed.h"
 #include "zfolio.h"
+#include "image.h"
 
 #define PIECE ((size_t)4 << 20) /* a multiple of every unit (at most ZF_UNIT_MAX) */
 

@@ -24,6 +24,3 @@ zf_require_pkg(ZF_WITH_URING URING liburing liburing-dev)
 # xxh3 checksums of stored objects: not optional.
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 string(APPEND ZF_PKG_REQUIRES " libxxhash")
-if(NOT ZF_WITH_ZSTD)
-  message(FATAL_ERROR "libzstd is required for memory images (.zst); keep ZF_WITH_ZSTD=ON")
-endif()

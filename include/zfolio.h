@@ -145,53 +145,6 @@ ZF_API int zf_codec_decompress(zf_codec_ctx *ctx, const void *src, size_t src_le
 			       size_t dst_len);
 
 /* ---------------------------------------------------------------------------------- */
-/* Memory images                                                                      */
-/* ---------------------------------------------------------------------------------- */
-
-/*
- * A memory image is a file of whole 4 KiB pages of anonymous memory, in address order,
- * optionally compressed with zstd (recognised by its magic number, whatever the file is
- * called). zf_image_open() reads the whole image into memory. Returns 0, -ENOENT and the
- * other errors of open/read, -EBADMSG for a corrupt zstd stream, -EINVAL for a file that
- * is empty or not a whole number of pages, -EFBIG above max_bytes (0 = no limit), -ENOMEM.
- */
-typedef struct zf_image zf_image;
-ZF_API int zf_image_open(const char *path, size_t max_bytes, zf_image **image);
-
-/*
- * Wraps len bytes of an image that is already in memory (for example one compiled into
- * a program). With copy non-zero the bytes are copied (and may be zstd-compressed, as a
- * file may); with copy zero they are used in place, must be raw pages, and must outlive
- * the image. Same errors as zf_image_open().
- */
-ZF_API int zf_image_from_memory(const void *data, size_t len, int copy, const char *name,
-				zf_image **image);
-ZF_API void zf_image_close(zf_image *image);
-/* The pages: 4 KiB aligned, zf_image_size() bytes, valid until zf_image_close(). */
-ZF_API const void *zf_image_data(const zf_image *image);
-ZF_API size_t zf_image_size(const zf_image *image);
-/* The file name it was opened from, or the name given to zf_image_from_memory(). */
-ZF_API const char *zf_image_name(const zf_image *image);
-
-/*
- * Writes an image file page run by page run, so that a capture never holds the whole
- * image in memory. The file is written under a temporary name beside path and renamed
- * over path by zf_image_writer_finish(), so a failed or abandoned capture never leaves a
- * partial image behind. zstd_level 0 writes raw pages; any other level compresses the
- * file with zstd at that level.
- *
- * zf_image_writer_open() returns 0 or -errno. zf_image_writer_append() takes whole pages
- * (len a multiple of ZF_PAGE_SIZE) and returns 0 or -errno. zf_image_writer_finish()
- * with commit non-zero flushes, syncs and renames (returns 0 or -errno; on failure the
- * temporary file is removed); with commit zero it discards the file. It always frees the
- * writer. One writer is for one thread.
- */
-typedef struct zf_image_writer zf_image_writer;
-ZF_API int zf_image_writer_open(const char *path, int zstd_level, zf_image_writer **writer);
-ZF_API int zf_image_writer_append(zf_image_writer *writer, const void *pages, size_t len);
-ZF_API int zf_image_writer_finish(zf_image_writer *writer, int commit);
-
-/* ---------------------------------------------------------------------------------- */
 /* zpool: the allocator for compressed objects                                        */
 /* ---------------------------------------------------------------------------------- */
 

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "fuzz_codec.h"
+#include "image.h"
 
 #define PAGE ZF_PAGE_SIZE
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "zfolio.h"
+#include "image.h"
 #include "stress.h"
 
 #define DEFAULT_THREADS 4

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "zfolio.h"
+#include "image.h"
 #include "stress.h"
 
 #define DEFAULT_THREADS 4

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "zfolio.h"
+#include "image.h"
 
 #define PS 4096u
 #define NPAT 1024u

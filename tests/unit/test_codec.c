@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "zfolio.h"
+#include "image.h"
 #include "testutil.h"
 
 #define KiB 1024u
@@ -363,9 +364,13 @@ static void test_sample_image(void **state)
 {
 	zf_image *img = NULL;
 	const size_t units[] = { 4 * KiB, 64 * KiB };
-	uint8_t *cbuf = malloc(2 * 64 * KiB), *out = malloc(64 * KiB);
+	uint8_t *cbuf, *out;
 
 	(void)state;
+	if (!ZF_IMAGE_ZSTD)
+		skip(); /* the sample is a .zst file, and this build reads raw images only */
+	cbuf = malloc(2 * 64 * KiB);
+	out = malloc(64 * KiB);
 	assert_int_equal(zf_image_open(ZF_TEST_DATA "/sample.bin.zst", 0, &img), 0);
 	for (size_t ci = 0; ci < sizeof(defaults) / sizeof(defaults[0]); ci++) {
 		zf_codec_ctx *ctx = ctx_for(defaults[ci]);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "image.h"
 #include "zfolio.h"
 
 #define EXIT_USAGE 2
