@@ -35,8 +35,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../../bench/packed.h"
 #include "cli.h"
+#include "packed.h"
 
 #define MAX_LIST 8
 #define BUSY_FOLIO ((size_t)2 << 20)

@@ -5,10 +5,11 @@
  * A baseline that kept each unit at the start of a unit-sized slot of its own read and wrote
  * at the same addresses modulo 4 KiB in every decompression, and ran lz4 1.13-1.17x slower
  * on the AMD VM than from packed units (bench/results/store.md, fifteenth measurement).
- * Header-only (static functions), shared by bench/ helpers and `zfolio bench store`.
+ * Header-only (static functions): `zfolio bench store`'s bare loop keeps its units so, and
+ * the bench/ helpers include it from here (bench/ builds on tools/, never the other way).
  */
-#ifndef ZF_BENCH_PACKED_H
-#define ZF_BENCH_PACKED_H
+#ifndef ZF_PACKED_H
+#define ZF_PACKED_H
 
 #include <stddef.h>
 
