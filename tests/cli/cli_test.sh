@@ -2,7 +2,9 @@
 # Description: the zfolio command end to end: bench codec's outputs (table, JSON with the
 # documented fields, CSV), its defaults, odd unit sizes and images, bench zpool's phases
 # and fields, bench store's rows and fields, bench region's and pageout's (zfolio backend)
-# runs, and the exit codes and messages for bad input. usage: cli_test.sh ZFOLIO_BINARY
+# runs, the option table (every command's --help, one meaning per flag, lists where a
+# sweep makes sense), and the exit codes and one-line messages for bad input.
+# usage: cli_test.sh ZFOLIO_BINARY
 set -u
 zf=$1
 tmp=$(mktemp -d)
@@ -104,14 +106,14 @@ expect 2 'one codec' -- "$zf" bench zpool --codec lz4,zstd
 expect 2 'seed' -- "$zf" bench zpool --seed -1
 expect 2 'unexpected argument' -- "$zf" bench zpool extra
 expect 2 'No such file' -- "$zf" bench zpool --image "$tmp/missing.bin"
-expect 2 'usage: zfolio bench zpool' -- "$zf" bench zpool --nope
+expect 2 'unknown option' -- "$zf" bench zpool --nope
 expect 0 'usage: zfolio bench zpool' -- "$zf" bench zpool --help
 expect 0 'zpool' -- "$zf" bench --help
 
 # bench store: JSON with the documented fields, a row per mode x folio x engines, every
 # byte checked (a mismatch exits 1, also with puts in flight); speed-up fields only with
 # engines.
-expect 0 '"bench":"store"' -- "$zf" bench store --repeat 1 --gets 50 --mode split,unit:16k \
+expect 0 '"bench":"store"' -- "$zf" bench store --repeat 1 --gets 50 --layout split,unit:16k \
 	--folio 64k,2m --engines 0,1 --inflight 3 --json
 [ "$(wc -l <"$tmp/out")" -eq 8 ] && ok || bad "bench store json: expected 8 lines"
 for field in bench image codec mode folio engines inflight put_mbps get_mbps ratio mem_used_total \
@@ -123,8 +125,9 @@ done
 	bad "bench store json: one get_of_bare per pass"
 [ "$(grep -c '"ceiling_speedup":' "$tmp/out")" -eq 4 ] && ok || bad "ceiling only with engines"
 expect 0 'unit:64k' -- "$zf" bench store --repeat 1 --gets 50
-expect 2 'split or unit' -- "$zf" bench store --mode unit:4k
-expect 2 'split or unit' -- "$zf" bench store --mode zram
+expect 2 'split or unit' -- "$zf" bench store --layout unit:4k
+expect 2 'split or unit' -- "$zf" bench store --layout zram
+expect 2 'unknown option' -- "$zf" bench store --mode split
 expect 2 'engines' -- "$zf" bench store --engines 65
 expect 2 'inflight' -- "$zf" bench store --inflight 0
 expect 2 'inflight' -- "$zf" bench store --inflight 17
@@ -200,18 +203,19 @@ expect 2 'size' -- "$zf" bench region --size 0
 expect 2 'repeat' -- "$zf" bench region --repeat 0
 expect 2 'unknown codec' -- "$zf" bench region --codec brotli
 expect 2 'unexpected argument' -- "$zf" bench region extra
-expect 2 'usage: zfolio bench region' -- "$zf" bench region --nope
+expect 2 'unknown option' -- "$zf" bench region --nope
+expect 2 'unknown option' -- "$zf" bench region -a 4
 expect 0 'usage: zfolio bench region' -- "$zf" bench region --help
 
 # pageout, zfolio backend: every byte compared after every iteration (--verify); the runs,
 # the side-by-side table, JSON fields; bad input. Without userfaultfd it exits 77.
-"$zf" pageout --size 4m --iterations 2 --verify >"$tmp/out" 2>&1
+"$zf" pageout --size 4m --repeat 2 --verify >"$tmp/out" 2>&1
 got=$?
 if [ "$got" -eq 77 ]; then
 	echo "pageout: userfaultfd unavailable (exit 77), its runs skipped" >&2
 	grep -q 'userfaultfd' "$tmp/out" && ok || bad "pageout: exit 77 without a reason"
 elif [ "$got" -ne 0 ]; then
-	bad "pageout --size 4m --iterations 2 --verify exited $got"
+	bad "pageout --size 4m --repeat 2 --verify exited $got"
 	sed 's/^/  | /' "$tmp/out" | head -20 >&2
 else
 	ok
@@ -219,7 +223,7 @@ else
 		bad "pageout: expected a 4k and a 64k run by default"
 	grep -Eq '^lz4 +gain .*published 1\.63x / 1\.97x' "$tmp/out" && ok ||
 		bad "pageout: no gain row beside the published one"
-	expect 0 '"bench":"pageout"' -- "$zf" pageout --size 2m --iterations 1 --unit 16k \
+	expect 0 '"bench":"pageout"' -- "$zf" pageout --size 2m --repeat 1 --unit 16k \
 		--codec lz4,zstd:1 --mode thread,sigbus --swapin whole,per-page --engines 1 --json
 	[ "$(grep -c '"bench":"pageout"' "$tmp/out")" -eq 8 ] && ok ||
 		bad "pageout json: expected 8 runs"
@@ -242,9 +246,15 @@ else
 		"$tmp/out" && ok || bad "pageout: whole: a fault per unit expected"
 	grep -q '"swapin_mode":"per-page","fault_mode":"sigbus",.*"faults":512,' "$tmp/out" && ok ||
 		bad "pageout: per-page: a fault per page expected"
+	# Engines and readahead are lists too: a run each, told apart in the comparison.
+	expect 0 '"a":"zfolio/e0/ra0","b":"zfolio/e1/ra0"' -- "$zf" pageout --size 2m --repeat 1 \
+		--unit 16k --engines 0,1 --readahead 0,2 --json
+	[ "$(grep -c '"bench":"pageout"' "$tmp/out")" -eq 4 ] && ok ||
+		bad "pageout json: --engines 0,1 --readahead 0,2: expected 4 runs"
 fi
 expect 2 'zfolio or kernel' -- "$zf" pageout --backend zswap
-expect 2 'iterations' -- "$zf" pageout --iterations 0
+expect 2 'repeat' -- "$zf" pageout --repeat 0
+expect 2 'unknown option' -- "$zf" pageout --iterations 3
 expect 2 'size' -- "$zf" pageout --size 1k
 expect 2 'power of two' -- "$zf" pageout --unit 48k
 expect 2 'neither' -- "$zf" pageout --codec brotli
@@ -254,6 +264,39 @@ expect 2 'one image' -- "$zf" pageout --image a --image b
 expect 2 'No such file' -- "$zf" pageout --image "$tmp/none.bin"
 expect 2 'unexpected argument' -- "$zf" pageout extra
 expect 0 'usage: zfolio pageout' -- "$zf" pageout --help
+
+# capture: its operand and options go through the same parser (capture_test runs it).
+expect 2 'missing PID' -- "$zf" capture
+expect 2 'missing -o FILE' -- "$zf" capture 1
+expect 2 'one PID only' -- "$zf" capture 1 2 -o "$tmp/x.bin"
+expect 2 'max' -- "$zf" capture 1 -o "$tmp/x.bin" --max 1k
+expect 2 'level' -- "$zf" capture 1 -o "$tmp/x.zst" --level 23
+expect 2 'takes no value' -- "$zf" capture 1 -o "$tmp/x.bin" --stop=1
+expect 0 'usage: zfolio capture PID -o FILE' -- "$zf" capture --help
+
+# The option table: every command's --help lists -h and its options, each with a help
+# line; a flag means one thing everywhere; a refusal is one line on stderr, exit 2.
+for cmd in "bench codec" "bench zpool" "bench store" "bench region" pageout capture; do
+	# shellcheck disable=SC2086
+	expect 0 '^  -h, --help +this text' -- "$zf" $cmd --help
+	grep -Eq '^  --json +print JSON' "$tmp/out" && ok || bad "$cmd --help: no --json line"
+	grep -q -- '--iterations' "$tmp/out" && bad "$cmd --help: --iterations beside --repeat" || ok
+done
+for cmd in "bench codec" "bench store" "bench region" pageout; do
+	# shellcheck disable=SC2086
+	"$zf" $cmd --help | grep -Eq '^  --repeat N +timed passes' && ok || bad "$cmd: no --repeat"
+done
+for bad_input in "bench codec --unit 3k" "bench store --engines x" "bench region --mode poll" \
+	"pageout --codec" "bench zpool --seed=" "capture 12 -o"; do
+	# shellcheck disable=SC2086
+	"$zf" $bad_input >"$tmp/out" 2>"$tmp/err"
+	got=$?
+	if [ "$got" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -s "$tmp/out" ]; then
+		bad "'zfolio $bad_input': exit $got, $(wc -l <"$tmp/err") lines on stderr (want 2, 1)"
+	else
+		ok
+	fi
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

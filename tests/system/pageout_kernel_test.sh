@@ -35,7 +35,7 @@ same_as_before() {
 }
 
 snapshot >"$tmp/before"
-"$zf" pageout --backend kernel --size 4m --iterations 2 --unit 4k,64k --json \
+"$zf" pageout --backend kernel --size 4m --repeat 2 --unit 4k,64k --json \
 	>"$tmp/out" 2>"$tmp/err"
 got=$?
 if [ "$got" -eq 77 ]; then
@@ -72,7 +72,7 @@ grep -Eq '"unit_name":"64k".*("swpin_64k":128,|"degraded":true)' "$tmp/out" || {
 for sig in INT:2 TERM:15; do
 	num=${sig#*:}
 	sig=${sig%:*}
-	"$zf" pageout --backend kernel --size 64m --iterations 1000 --unit 64k \
+	"$zf" pageout --backend kernel --size 64m --repeat 1000 --unit 64k \
 		>"$tmp/out" 2>"$tmp/err" &
 	pid=$!
 	# Wait until it has set zram up (swap active), then stop it.

@@ -19,15 +19,12 @@
  * MB is 10^6 bytes.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "cli.h"
-
-#define MAX_LIST 32
 
 struct codec_result {
 	const char *image, *codec;
@@ -40,27 +37,23 @@ struct codec_result {
 
 enum out_format { OUT_TABLE, OUT_JSON, OUT_CSV };
 
-static const char bench_codec_usage[] =
-	"usage: zfolio bench codec [--image FILE ...] [--codec LIST] [--unit LIST] [--repeat N]\n"
-	"                          [--json | --csv]\n"
-	"\n"
-	"Compresses every unit of each memory image on its own, single-threaded, with each\n"
-	"codec and unit size, checks the round trip of every unit, and reports the ratio,\n"
-	"same-filled pages, incompressible units and compression/decompression speed.\n"
-	"\n"
-	"  --image FILE   a memory image (whole 4 KiB pages, raw or .zst); repeatable.\n"
-	"                 'sample' is the image built into zfolio (the default)\n"
-	"  --codec LIST   comma-separated codecs (default lz4,zstd:1,deflate:1,lzo);\n"
-	"                 lz4[:A] lz4hc[:L] zstd[:L] deflate[:L] isal[:L] lzo none\n"
-	"  --unit LIST    comma-separated unit sizes, powers of two from 4k to 2m\n"
-	"                 (default 4k,64k)\n"
-	"  --repeat N     timed passes per case; the median is reported (default 5)\n"
-	"  --json         one JSON object per line\n"
-	"  --csv          comma-separated values with a header line\n"
-	"\n"
-	"ratio = image bytes / stored bytes, where same-filled units (one repeated 64-bit\n"
-	"value) cost nothing and units that do not compress below their size are stored raw.\n"
-	"MB/s: median of the repeats, MB = 10^6 bytes of uncompressed data.\n";
+static const struct cli_command bench_codec_cmd = {
+	.name = "bench codec",
+	.about = "Compresses every unit of each memory image on its own, single-threaded, with each\n"
+		 "codec and unit size, checks the round trip of every unit, and reports the ratio,\n"
+		 "same-filled pages, incompressible units and compression/decompression speed.\n",
+	.notes = "ratio = image bytes / stored bytes, where same-filled units (one repeated 64-bit\n"
+		 "value) cost nothing and units that do not compress below their size are stored raw.\n"
+		 "MB/s: median of the repeats, MB = 10^6 bytes of uncompressed data.\n",
+	.uses = {
+		{ .opt = OPT_IMAGE, .def = "sample" },
+		{ .opt = OPT_CODEC, .def = "lz4,zstd:1,deflate:1,lzo" },
+		{ .opt = OPT_UNIT, .def = "4k,64k" },
+		{ .opt = OPT_REPEAT, .def = "5" },
+		{ .opt = OPT_JSON },
+		{ .opt = OPT_CSV },
+	},
+};
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -311,87 +304,39 @@ static void print_table_row(const struct codec_result *r)
 
 static int bench_codec(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "image", required_argument, NULL, 'i' },
-		{ "codec", required_argument, NULL, 'c' },
-		{ "unit", required_argument, NULL, 'u' },
-		{ "repeat", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "csv", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char default_codecs[] = "lz4,zstd:1,deflate:1,lzo", default_units[] = "4k,64k";
-	char *codec_arg = default_codecs, *unit_arg = default_units;
-	char *codec_names[MAX_LIST];
-	const zf_codec *codecs[MAX_LIST];
-	const char *images[MAX_LIST];
-	uint64_t units[MAX_LIST], repeat = 5;
+	const struct cli_args *a = cli_parse(&bench_codec_cmd, argc, argv);
+	const struct cli_value *images = &a->v[OPT_IMAGE], *units = &a->v[OPT_UNIT],
+			       *codec_names = &a->v[OPT_CODEC];
+	const int repeat = (int)a->v[OPT_REPEAT].num[0];
+	const zf_codec *codecs[CLI_VALUES_MAX];
 	enum out_format fmt = OUT_TABLE;
-	int n_images = 0, n_codecs, n_units, opt;
 
-	while ((opt = getopt_long(argc, argv, "i:c:u:r:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			cli_add_image(images, &n_images, MAX_LIST, optarg);
-			break;
-		case 'c':
-			codec_arg = optarg;
-			break;
-		case 'u':
-			unit_arg = optarg;
-			break;
-		case 'r':
-			if (cli_parse_uint(optarg, 1, 1000, &repeat) < 0)
-				cli_die(EXIT_USAGE,
-					"--repeat: expected a count from 1 to 1000, got '%s'",
-					optarg);
-			break;
-		case 'j':
-			fmt = OUT_JSON;
-			break;
-		case 'v':
-			fmt = OUT_CSV;
-			break;
-		case 'h':
-			fputs(bench_codec_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_codec_usage, stderr);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc)
-		cli_die(EXIT_USAGE, "unexpected argument '%s' (images are given with --image)",
-			argv[optind]);
-
-	n_codecs = cli_split_list(codec_arg, codec_names, MAX_LIST);
-	if (n_codecs < 0)
-		cli_die(EXIT_USAGE, "--codec: expected a comma-separated list of at most %d codecs",
-			MAX_LIST);
-	for (int i = 0; i < n_codecs; i++)
-		codecs[i] = cli_find_codec(codec_names[i]);
-	n_units = cli_parse_units(unit_arg, units, MAX_LIST);
-	if (n_images == 0)
-		images[n_images++] = "sample";
+	if (a->v[OPT_JSON].n && a->v[OPT_CSV].n)
+		cli_die(EXIT_USAGE, "--json or --csv, not both");
+	if (a->v[OPT_JSON].n)
+		fmt = OUT_JSON;
+	if (a->v[OPT_CSV].n)
+		fmt = OUT_CSV;
+	for (int i = 0; i < codec_names->n; i++)
+		codecs[i] = cli_find_codec(codec_names->str[i]);
 
 	if (fmt == OUT_CSV)
 		fputs(csv_header, stdout);
-	for (int ii = 0; ii < n_images; ii++) {
-		zf_image *img = cli_open_image(images[ii]);
+	for (int ii = 0; ii < images->n; ii++) {
+		zf_image *img = cli_open_image(images->str[ii]);
 		const size_t size = zf_image_size(img);
 		uint8_t *slots = cli_map_buffer(size), *out = cli_map_buffer(size);
 
 		if (fmt == OUT_TABLE)
 			print_table_header(img);
-		for (int ui = 0; ui < n_units; ui++) {
+		for (int ui = 0; ui < units->n; ui++) {
 			struct unit_plan plan;
 
-			plan_units(img, units[ui], &plan);
-			for (int ci = 0; ci < n_codecs; ci++) {
+			plan_units(img, units->num[ui], &plan);
+			for (int ci = 0; ci < codec_names->n; ci++) {
 				struct codec_result r;
 
-				run_case(img, codecs[ci], &plan, (int)repeat, slots, out, &r);
+				run_case(img, codecs[ci], &plan, repeat, slots, out, &r);
 				cli_progress_done();
 				if (fmt == OUT_JSON)
 					print_json(&r);

@@ -23,7 +23,6 @@
  * after the last swap-out.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,73 +32,47 @@
 
 #include "cli.h"
 
-#define MAX_LIST 8
-#define MAX_READAHEAD 4096
 #define CHECK_PAGES 16 /* whole pages compared at random after each round */
 
-static const char bench_region_usage[] =
-	"usage: zfolio bench region [--image FILE ...] [--size SIZE] [--unit LIST]\n"
-	"                           [--codec LIST] [--mode LIST] [--readahead LIST]\n"
-	"                           [--swapin LIST] [--repeat N] [--json]\n"
-	"\n"
-	"Swaps a memory image out of a zf_region and back in through userfaultfd, for each\n"
-	"combination of the lists: the swap-out time, the swap-in time and MB/s, and the\n"
-	"latency of each fault as the program sees it. Needs userfaultfd (root, or access to\n"
-	"/dev/userfaultfd); exits 77 without it.\n"
-	"\n"
-	"  --image FILE     a memory image (raw or .zst); repeatable. Default: the built-in\n"
-	"                   sample\n"
-	"  --size SIZE      bytes of region, filled with the image cut or tiled to it (repeated\n"
-	"                   end to end when smaller); rounded up to a whole number of the\n"
-	"                   largest unit. Default 64m\n"
-	"  --unit LIST      unit sizes, powers of two 4k..2m: a fault brings a whole unit in\n"
-	"                   (default 4k,64k)\n"
-	"  --codec LIST     codecs of the region's store (default lz4)\n"
-	"  --mode LIST      fault-service modes (default thread,sigbus):\n"
-	"                     thread  a service thread reads the userfaultfd and serves each\n"
-	"                             fault. Transparent (system calls that touch evicted\n"
-	"                             memory work), but every fault pays a cross-thread wakeup\n"
-	"                             and switch\n"
-	"                     sigbus  UFFD_FEATURE_SIGBUS: the faulting thread serves its own\n"
-	"                             fault in zfolio's SIGBUS handler, no wakeup (100 MiB came\n"
-	"                             in in 615 ms against 982 at 4k units on a 2-vCPU VM).\n"
-	"                             Costs: a system call that touches evicted memory\n"
-	"                             from the kernel (read(2) into it, O_DIRECT, /proc/PID/mem)\n"
-	"                             fails with EFAULT instead of faulting it in; the program\n"
-	"                             must not block SIGBUS in threads that touch the region nor\n"
-	"                             replace zfolio's handler while a region exists\n"
-	"  --readahead LIST units read ahead by a readahead thread once two faults hit\n"
-	"                   consecutive units (default 0: none). It decompresses on the other\n"
-	"                   core while the program works, so the pass then finds units resident\n"
-	"  --swapin LIST    whole (default): a fault decompresses its unit once and places all\n"
-	"                   of it with one UFFDIO_COPY; per-page: a fault places only its 4 KiB\n"
-	"                   page, decompressing the unit for each page, as the kernel does when\n"
-	"                   it cannot swap a large folio in (for comparison; slow with large\n"
-	"                   units: 2m costs a 2 MiB decompression per page)\n"
-	"  --repeat N       timed rounds, after an untimed one (default 5)\n"
-	"  --json           one JSON object per configuration\n"
-	"\n"
-	"A round: zf_region_pageout() of the whole region (timed: swapout), then one byte of\n"
-	"every 4 KiB page read in address order (timed: swapin; MB/s = size / that time, MB =\n"
-	"10^6 bytes), every byte read compared with the image, and 16 whole pages. After the\n"
-	"last round every byte is compared; a mismatch exits 1. swapout and swapin ms are\n"
-	"medians over the rounds.\n"
-	"\n"
-	"fault p50/p99: the read of each unit's first page in the pass, timed on its own, over\n"
-	"all timed rounds: the fault as the program sees it (trap, wakeup or signal, service,\n"
-	"return). With readahead, a unit already brought in costs only a memory read: faulted\n"
-	"is the share of first touches (of pages, with per-page) that faulted, pgmajfault over\n"
-	"the timed rounds against units x rounds (pages x rounds with per-page).\n"
-	"service p50/p99: the region's own histogram over the timed rounds (the fault reaching\n"
-	"zfolio to its resolving ioctl: in thread mode after the wakeup), bucket upper bounds.\n"
-	"ratio = orig_data_size / compr_data_size of the store after the last swap-out.\n"
-	"\n"
-	"--json adds: swapout_mbps, fault_max_us, service_p999_us, touches (units x rounds,\n"
-	"pages x rounds with per-page: faulted = pgmajfault / touches), the region's counters\n"
-	"over the timed rounds (pgmajfault, swpout, swpin, swap_ra, swap_ra_hit, fault_waits,\n"
-	"copy_eexist, copy_eagain, reject), evicted_min (the fewest units one swap-out evicted:\n"
-	"below size / unit, some stayed resident, and a note says so on stderr), the store's\n"
-	"orig_data_size and compr_data_size, and counters: zf_region_stats_text() at the end.\n";
+static const struct cli_command bench_region_cmd = {
+	.name = "bench region",
+	.about = "Swaps a memory image out of a zf_region and back in through userfaultfd, for each\n"
+		 "combination of the lists: the swap-out time, the swap-in time and MB/s, and the\n"
+		 "latency of each fault as the program sees it. Needs userfaultfd (root, or access to\n"
+		 "/dev/userfaultfd); exits 77 without it.\n",
+	.notes = "A round: zf_region_pageout() of the whole region (timed: swapout), then one byte of\n"
+		 "every 4 KiB page read in address order (timed: swapin; MB/s = size / that time, MB =\n"
+		 "10^6 bytes), every byte read compared with the image, and 16 whole pages. After the\n"
+		 "last round every byte is compared; a mismatch exits 1. swapout and swapin ms are\n"
+		 "medians over the rounds.\n"
+		 "\n"
+		 "fault p50/p99: the read of each unit's first page in the pass, timed on its own, over\n"
+		 "all timed rounds: the fault as the program sees it (trap, wakeup or signal, service,\n"
+		 "return). With readahead, a unit already brought in costs only a memory read: faulted\n"
+		 "is the share of first touches (of pages, with per-page) that faulted, pgmajfault over\n"
+		 "the timed rounds against units x rounds (pages x rounds with per-page).\n"
+		 "service p50/p99: the region's own histogram over the timed rounds (the fault reaching\n"
+		 "zfolio to its resolving ioctl: in thread mode after the wakeup), bucket upper bounds.\n"
+		 "ratio = orig_data_size / compr_data_size of the store after the last swap-out.\n"
+		 "\n"
+		 "--json adds: swapout_mbps, fault_max_us, service_p999_us, touches (units x rounds,\n"
+		 "pages x rounds with per-page: faulted = pgmajfault / touches), the region's counters\n"
+		 "over the timed rounds (pgmajfault, swpout, swpin, swap_ra, swap_ra_hit, fault_waits,\n"
+		 "copy_eexist, copy_eagain, reject), evicted_min (the fewest units one swap-out evicted:\n"
+		 "below size / unit, some stayed resident, and a note says so on stderr), the store's\n"
+		 "orig_data_size and compr_data_size, and counters: zf_region_stats_text() at the end.\n",
+	.uses = {
+		{ .opt = OPT_IMAGE, .def = "sample" },
+		{ .opt = OPT_SIZE, .def = "64m" },
+		{ .opt = OPT_UNIT, .def = "4k,64k" },
+		{ .opt = OPT_CODEC, .def = "lz4" },
+		{ .opt = OPT_MODE, .def = "thread,sigbus" },
+		{ .opt = OPT_READAHEAD, .def = "0" },
+		{ .opt = OPT_SWAPIN, .def = "whole" },
+		{ .opt = OPT_REPEAT, .def = "5" },
+		{ .opt = OPT_JSON },
+	},
+};
 
 struct config {
 	uint64_t unit;
@@ -250,7 +223,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 {
 	const uint64_t pages = size / ZF_PAGE_SIZE, ppu = c->unit / ZF_PAGE_SIZE,
 		       units = size / c->unit;
-	double tout[64], tin[64], *lat;
+	double *tout = calloc(2 * (size_t)repeat, sizeof(double)), *tin, *lat;
 	uint8_t *expect = malloc(pages);
 	zf_region_stats st0, st1;
 	uint64_t nlat = 0, x = 0x9e3779b97f4a7c15ull;
@@ -268,8 +241,9 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 	res->repeat = repeat;
 	res->evicted_min = UINT64_MAX;
 	lat = malloc((size_t)(units * (uint64_t)repeat) * sizeof(*lat));
-	if (!lat || !expect)
+	if (!lat || !expect || !tout)
 		cli_die(1, "out of memory");
+	tin = tout + repeat;
 	cli_format_unit(c->unit, ub, sizeof(ub));
 
 	cli_progress("%s %s %s %s ra %u %s: fill", image, zf_codec_name(codec), ub, c->mode_name,
@@ -374,6 +348,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 	zf_region_destroy(r);
 	free(lat);
 	free(expect);
+	free(tout);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -455,151 +430,55 @@ static void print_row(const struct result *r)
 	       100 * faulted(r), r->service_p50_us, r->service_p99_us, ratio(r));
 }
 
-static void parse_mode(const char *name, struct config *c)
-{
-	c->mode_name = name;
-	if (!strcmp(name, "thread"))
-		c->mode = ZF_FAULT_THREAD;
-	else if (!strcmp(name, "sigbus"))
-		c->mode = ZF_FAULT_SIGBUS;
-	else
-		cli_die(EXIT_USAGE, "--mode: expected thread or sigbus, got '%s'", name);
-}
-
-static void parse_swapin(const char *name, struct config *c)
-{
-	c->swapin_name = name;
-	if (!strcmp(name, "whole"))
-		c->swapin = ZF_SWAPIN_WHOLE;
-	else if (!strcmp(name, "per-page"))
-		c->swapin = ZF_SWAPIN_PER_PAGE;
-	else
-		cli_die(EXIT_USAGE, "--swapin: expected whole or per-page, got '%s'", name);
-}
-
 int bench_region(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "image", required_argument, NULL, 'i' },
-		{ "size", required_argument, NULL, 's' },
-		{ "unit", required_argument, NULL, 'u' },
-		{ "codec", required_argument, NULL, 'c' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "readahead", required_argument, NULL, 'a' },
-		{ "swapin", required_argument, NULL, 'w' },
-		{ "repeat", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char default_units[] = "4k,64k", default_codecs[] = "lz4",
-	     default_modes[] = "thread,sigbus", default_ra[] = "0", default_swapin[] = "whole";
-	char *unit_arg = default_units, *codec_arg = default_codecs, *mode_arg = default_modes,
-	     *ra_arg = default_ra, *swapin_arg = default_swapin;
-	char *codec_names[MAX_LIST], *mode_names[MAX_LIST], *ra_names[MAX_LIST],
-		*swapin_names[MAX_LIST];
-	const char *images[MAX_LIST];
-	const zf_codec *codecs[MAX_LIST];
-	struct config cfgs[MAX_LIST * MAX_LIST * MAX_LIST * MAX_LIST];
-	uint64_t units[MAX_LIST], ra[MAX_LIST], size = 64ull << 20, repeat = 5, max_unit = 0;
-	int n_images = 0, n_units, n_codecs, n_modes, n_ra, n_swapin, n_cfgs = 0, opt, json = 0;
+	const struct cli_args *a = cli_parse(&bench_region_cmd, argc, argv);
+	const struct cli_value *images = &a->v[OPT_IMAGE], *units = &a->v[OPT_UNIT],
+			       *codec_names = &a->v[OPT_CODEC], *modes = &a->v[OPT_MODE],
+			       *ra = &a->v[OPT_READAHEAD], *swapins = &a->v[OPT_SWAPIN];
+	const int repeat = (int)a->v[OPT_REPEAT].num[0], json = a->v[OPT_JSON].n;
+	const zf_codec *codecs[CLI_VALUES_MAX];
+	struct config *cfgs =
+		calloc((size_t)(units->n * modes->n * ra->n * swapins->n), sizeof(*cfgs));
+	uint64_t size = a->v[OPT_SIZE].num[0], max_unit = 0;
+	int n_cfgs = 0;
 	uint8_t *data;
 
-	while ((opt = getopt_long(argc, argv, "i:s:u:c:m:a:w:r:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			cli_add_image(images, &n_images, MAX_LIST, optarg);
-			break;
-		case 's':
-			if (cli_parse_size(optarg, &size) < 0 || size < ZF_PAGE_SIZE ||
-			    size > (64ull << 30))
-				cli_die(EXIT_USAGE,
-					"--size: expected a size from 4k to 64g, got '%s'", optarg);
-			break;
-		case 'u':
-			unit_arg = optarg;
-			break;
-		case 'c':
-			codec_arg = optarg;
-			break;
-		case 'm':
-			mode_arg = optarg;
-			break;
-		case 'a':
-			ra_arg = optarg;
-			break;
-		case 'w':
-			swapin_arg = optarg;
-			break;
-		case 'r':
-			if (cli_parse_uint(optarg, 1, 64, &repeat) < 0)
-				cli_die(EXIT_USAGE,
-					"--repeat: expected a count from 1 to 64, got '%s'",
-					optarg);
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'h':
-			fputs(bench_region_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_region_usage, stderr);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc)
-		cli_die(EXIT_USAGE, "unexpected argument '%s' (images are given with --image)",
-			argv[optind]);
-	n_units = cli_parse_units(unit_arg, units, MAX_LIST);
-	n_codecs = cli_split_list(codec_arg, codec_names, MAX_LIST);
-	n_modes = cli_split_list(mode_arg, mode_names, MAX_LIST);
-	n_ra = cli_split_list(ra_arg, ra_names, MAX_LIST);
-	n_swapin = cli_split_list(swapin_arg, swapin_names, MAX_LIST);
-	if (n_codecs < 0 || n_modes < 0 || n_ra < 0 || n_swapin < 0)
-		cli_die(EXIT_USAGE,
-			"--codec, --mode, --readahead, --swapin: comma-separated lists of at most "
-			"%d items",
-			MAX_LIST);
-	for (int i = 0; i < n_codecs; i++)
-		codecs[i] = cli_find_codec(codec_names[i]);
-	for (int i = 0; i < n_ra; i++) {
-		if (cli_parse_uint(ra_names[i], 0, MAX_READAHEAD, &ra[i]) < 0)
-			cli_die(EXIT_USAGE,
-				"--readahead: expected unit counts from 0 to %d, got '%s'",
-				MAX_READAHEAD, ra_names[i]);
-	}
-	for (int ui = 0; ui < n_units; ui++) {
-		if (units[ui] > max_unit)
-			max_unit = units[ui];
-		for (int mi = 0; mi < n_modes; mi++) {
-			for (int ai = 0; ai < n_ra; ai++) {
-				for (int wi = 0; wi < n_swapin; wi++) {
+	if (!cfgs)
+		cli_die(1, "out of memory");
+	for (int i = 0; i < codec_names->n; i++)
+		codecs[i] = cli_find_codec(codec_names->str[i]);
+	for (int ui = 0; ui < units->n; ui++) {
+		if (units->num[ui] > max_unit)
+			max_unit = units->num[ui];
+		for (int mi = 0; mi < modes->n; mi++) {
+			for (int ai = 0; ai < ra->n; ai++) {
+				for (int wi = 0; wi < swapins->n; wi++) {
 					struct config *c = &cfgs[n_cfgs++];
 
-					c->unit = units[ui];
-					parse_mode(mode_names[mi], c);
-					c->readahead = (unsigned)ra[ai];
-					parse_swapin(swapin_names[wi], c);
+					c->unit = units->num[ui];
+					c->mode_name = modes->str[mi];
+					c->mode = strcmp(c->mode_name, "sigbus") ? ZF_FAULT_THREAD
+										 : ZF_FAULT_SIGBUS;
+					c->readahead = (unsigned)ra->num[ai];
+					c->swapin_name = swapins->str[wi];
+					c->swapin = strcmp(c->swapin_name, "per-page")
+							    ? ZF_SWAPIN_WHOLE
+							    : ZF_SWAPIN_PER_PAGE;
 				}
 			}
 		}
 	}
 	/* Every unit sees the same bytes. */
 	size = (size + max_unit - 1) / max_unit * max_unit;
-	if (n_images == 0)
-		images[n_images++] = "sample";
 	/* A missing image is bad input even where userfaultfd is unavailable. */
-	for (int ii = 0; ii < n_images; ii++) {
-		if (strcmp(images[ii], "sample") && access(images[ii], R_OK))
-			cli_die(EXIT_USAGE, "%s: %s", images[ii], strerror(errno));
-	}
+	cli_check_images(images);
 
 	/*
 	 * Every configuration once on a one-unit region first, so that a missing userfaultfd
 	 * or a refused option stops the run before any output.
 	 */
-	for (int ci = 0; ci < n_codecs; ci++) {
+	for (int ci = 0; ci < codec_names->n; ci++) {
 		for (int i = 0; i < n_cfgs; i++)
 			zf_region_destroy(new_region(codecs[ci], &cfgs[i], cfgs[i].unit));
 	}
@@ -607,17 +486,17 @@ int bench_region(int argc, char **argv)
 	data = cli_map_buffer(size);
 	if (!json)
 		print_header();
-	for (int ii = 0; ii < n_images; ii++) {
-		zf_image *img = cli_open_image(images[ii]);
+	for (int ii = 0; ii < images->n; ii++) {
+		zf_image *img = cli_open_image(images->str[ii]);
 		const char *name = zf_image_name(img);
 
 		tile(data, size, zf_image_data(img), zf_image_size(img));
-		for (int ci = 0; ci < n_codecs; ci++) {
+		for (int ci = 0; ci < codec_names->n; ci++) {
 			for (int i = 0; i < n_cfgs; i++) {
 				struct result r;
 
 				run_config(name, zf_image_size(img), codecs[ci], data, size,
-					   &cfgs[i], (int)repeat, &r);
+					   &cfgs[i], repeat, &r);
 				cli_progress_done();
 				if (json)
 					print_json(&r);
@@ -630,5 +509,6 @@ int bench_region(int argc, char **argv)
 		zf_image_close(img);
 	}
 	munmap(data, size);
+	free(cfgs);
 	return 0;
 }

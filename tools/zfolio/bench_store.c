@@ -2,7 +2,7 @@
  * bench_store.c - "zfolio bench store": the store's throughput, ratio and get latency on
  * memory images, beside the bare codec doing the same work.
  *
- * For each configuration (image, codec, storage mode, folio size, engines) it puts every
+ * For each configuration (image, codec, layout, folio size, engines) it puts every
  * folio of the image into a fresh zf_store and gets every folio back (zf_store_get_folio;
  * --get unit: a zf_store_get() per unit), verifying every byte, and reports put and get
  * MB/s (median of --repeat passes), the ratio, the pool's memory and the store's
@@ -27,7 +27,6 @@
  * folios (the engines=0 store of the speed-up always puts one at a time).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,59 +37,46 @@
 #include "cli.h"
 #include "packed.h"
 
-#define MAX_LIST 8
 #define BUSY_FOLIO ((size_t)2 << 20)
 #define BUSY_SLOTS 4u /* the busy putter cycles over this many 2 MiB keys */
-#define INFLIGHT_MAX 16u
+#define INFLIGHT_MAX 16u /* as --inflight's maximum in cli.c */
 #define LATENCY_ROUNDS 3 /* idle and busy latency rounds, alternated */
 #define PAIR_CHUNK ((uint64_t)4 << 20) /* store and bare loop take turns by this much */
 
-static const char bench_store_usage[] =
-	"usage: zfolio bench store [--image FILE ...] [--codec LIST] [--mode LIST]\n"
-	"                          [--folio LIST] [--engines LIST] [--inflight N]\n"
-	"                          [--get folio|unit] [--repeat N] [--gets N] [--json]\n"
-	"\n"
-	"Puts every folio of a memory image into a zf_store and gets every folio back (each\n"
-	"byte checked), for each combination of the lists; beside it, a bare loop over the\n"
-	"codec on the same units, and the get latency with the store idle and while another\n"
-	"thread puts 2 MiB folios.\n"
-	"\n"
-	"  --image FILE   a memory image (raw or .zst); repeatable. Default: the built-in\n"
-	"                 sample\n"
-	"  --codec LIST   codecs (default lz4)\n"
-	"  --mode LIST    split (every 4 KiB page its own entry, as Linux zswap stores large\n"
-	"                 folios) and/or unit:SIZE (each SIZE chunk one object, 8k..2m);\n"
-	"                 default split,unit:64k\n"
-	"  --folio LIST   folio sizes put, 4k..2m (default 64k)\n"
-	"  --engines LIST compression engines (threads), 0 = the putting thread compresses\n"
-	"                 (default 0)\n"
-	"  --inflight N   puts in flight at once, 1..16 (default 1: zf_store_put; more:\n"
-	"                 zf_store_put_start, the oldest finished when N are started, so\n"
-	"                 that the engines go on with the next folio while the putting\n"
-	"                 thread finishes one)\n"
-	"  --get HOW      folio: each folio read back with one zf_store_get_folio(), as the\n"
-	"                 kernel loads a large folio (default); unit: one zf_store_get() per\n"
-	"                 unit\n"
-	"  --repeat N     timed put and get passes; the median is reported (default 3)\n"
-	"  --gets N       single-unit gets timed for each latency figure, in each of three\n"
-	"                 rounds (the median round is reported; default 5000)\n"
-	"  --json         one JSON object per configuration\n"
-	"\n"
-	"The image is cut to whole 2 MiB, so that every folio size sees the same bytes.\n"
-	"unit = the smaller of the folio and the mode's unit (split: 4k). put/get MB/s: image\n"
-	"bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units\n"
-	"(compressing into a buffer in the cache, decompressing units packed as in the pool),\n"
-	"the store and the bare loop taking turns every 4 MiB of a pass (puts in flight: a\n"
-	"whole pass each); of = the median of the passes' ratios (JSON: each pass's too).\n"
-	"ratio = orig_data_size / compr_data_size (same-filled units cost nothing). With\n"
-	"engines > 0, each timed pass is followed by a pass through an engines=0 store and a\n"
-	"ceiling sample: speedup = the median of the engines=0 time over this one, ceiling =\n"
-	"the median of one bare compression loop's time over that of two loops compressing\n"
-	"disjoint halves at once.\n";
+static const struct cli_command bench_store_cmd = {
+	.name = "bench store",
+	.about = "Puts every folio of a memory image into a zf_store and gets every folio back (each\n"
+		 "byte checked), for each combination of the lists; beside it, a bare loop over the\n"
+		 "codec on the same units, and the get latency with the store idle and while another\n"
+		 "thread puts 2 MiB folios.\n",
+	.notes = "The image is cut to whole 2 MiB, so that every folio size sees the same bytes.\n"
+		 "unit = the smaller of the folio and the layout's unit (split: 4k). put/get MB/s: image\n"
+		 "bytes over the median pass, MB = 10^6 bytes; bare = the codec alone on the same units\n"
+		 "(compressing into a buffer in the cache, decompressing units packed as in the pool),\n"
+		 "the store and the bare loop taking turns every 4 MiB of a pass (puts in flight: a\n"
+		 "whole pass each); of = the median of the passes' ratios (JSON: each pass's too).\n"
+		 "ratio = orig_data_size / compr_data_size (same-filled units cost nothing). With\n"
+		 "engines > 0, each timed pass is followed by a pass through an engines=0 store and a\n"
+		 "ceiling sample: speedup = the median of the engines=0 time over this one, ceiling =\n"
+		 "the median of one bare compression loop's time over that of two loops compressing\n"
+		 "disjoint halves at once. The JSON names the layout \"mode\", as it always has.\n",
+	.uses = {
+		{ .opt = OPT_IMAGE, .def = "sample" },
+		{ .opt = OPT_CODEC, .def = "lz4" },
+		{ .opt = OPT_LAYOUT, .def = "split,unit:64k" },
+		{ .opt = OPT_FOLIO, .def = "64k" },
+		{ .opt = OPT_ENGINES, .def = "0" },
+		{ .opt = OPT_INFLIGHT, .def = "1" },
+		{ .opt = OPT_GET, .def = "folio" },
+		{ .opt = OPT_REPEAT, .def = "3" },
+		{ .opt = OPT_GETS, .def = "5000" },
+		{ .opt = OPT_JSON },
+	},
+};
 
 struct config {
-	const char *mode_name;
-	uint32_t mode_unit; /* 0: split */
+	const char *layout_name; /* --layout's value */
+	uint32_t layout_unit; /* 0: split */
 	uint64_t folio;
 	unsigned engines;
 	unsigned inflight;
@@ -104,7 +90,7 @@ struct result {
 	uint64_t unit, bytes;
 	double put_mbps, get_mbps, bare_put_mbps, bare_get_mbps;
 	double put_of_bare, get_of_bare; /* medians of the paired passes' ratios */
-	double put_of_pass[64], get_of_pass[64]; /* the ratios, pass by pass */
+	double *put_of_pass, *get_of_pass; /* the ratios, pass by pass (malloc()ed) */
 	int passes;
 	double p50, p99, busy_p50, busy_p99;
 	double speedup, ceiling; /* NAN when not measured */
@@ -306,7 +292,7 @@ static zf_store *new_store(const zf_codec *codec, const struct config *c)
 
 	zf_store_options_init(&o);
 	o.codec = zf_codec_name(codec);
-	o.unit = c->mode_unit;
+	o.unit = c->layout_unit;
 	o.engines = c->engines;
 	ret = zf_store_create(&o, &s);
 	if (ret)
@@ -475,7 +461,9 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		       uint64_t bytes, const struct config *c, int repeat, int gets, uint8_t *back,
 		       struct result *r)
 {
-	double tp[64], tg[64], tc[64], td[64], put_of[64], get_of[64], speedup[64], ceiling[64];
+	/* Per timed pass: put and get times, the bare loop's, and their ratios. */
+	double *tp = calloc(8 * (size_t)repeat, sizeof(double)), *tg, *tc, *td, *put_of, *get_of,
+	       *speedup, *ceiling;
 	struct bare bare;
 	zf_store *s, *s0 = NULL;
 	double p50[LATENCY_ROUNDS], p99[LATENCY_ROUNDS];
@@ -484,13 +472,25 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	char fb[16];
 
 	memset(r, 0, sizeof(*r));
+	r->put_of_pass = malloc(2 * (size_t)repeat * sizeof(double));
+	if (!tp || !r->put_of_pass)
+		cli_die(1, "out of memory");
+	r->get_of_pass = r->put_of_pass + repeat;
+	tg = tp + repeat;
+	tc = tg + repeat;
+	td = tc + repeat;
+	put_of = td + repeat;
+	get_of = put_of + repeat;
+	speedup = get_of + repeat;
+	ceiling = speedup + repeat;
 	r->cfg = *c;
 	r->image = image;
 	r->codec = codec;
-	r->unit = c->mode_unit ? (c->folio < c->mode_unit ? c->folio : c->mode_unit) : ZF_PAGE_SIZE;
+	r->unit = c->layout_unit ? (c->folio < c->layout_unit ? c->folio : c->layout_unit)
+				 : ZF_PAGE_SIZE;
 	r->bytes = bytes;
 	cli_progress("%s %s %s folio %s engines %u: bare codec", image, zf_codec_name(codec),
-		     c->mode_name, cli_format_unit(c->folio, fb, sizeof(fb)), c->engines);
+		     c->layout_name, cli_format_unit(c->folio, fb, sizeof(fb)), c->engines);
 	bare_open(&bare, codec, data, bytes, r->unit);
 	/*
 	 * A first pass fills the store; the timed ones put over it (each put replacing the
@@ -512,7 +512,7 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	}
 	for (int k = -1; k < repeat; k++) {
 		cli_progress("%s %s %s folio %s engines %u: pass %d of %d", image,
-			     zf_codec_name(codec), c->mode_name, fb, c->engines, k + 1, repeat);
+			     zf_codec_name(codec), c->layout_name, fb, c->engines, k + 1, repeat);
 		if (k < 0)
 			tp[0] = put_all(s, data, bytes, c->folio, c->inflight);
 		else
@@ -557,11 +557,12 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		r->ceiling = cli_median(ceiling, repeat);
 		zf_store_destroy(s0);
 	}
+	free(tp);
 	zf_store_get_stats(s, &r->st);
 	zf_store_stats_text(s, r->counters, sizeof(r->counters));
 
 	cli_progress("%s %s %s folio %s engines %u: get latency", image, zf_codec_name(codec),
-		     c->mode_name, fb, c->engines);
+		     c->layout_name, fb, c->engines);
 	/*
 	 * The busy putter's keys are stored once first, so that its puts replace units, as
 	 * the timed passes' do: its first puts took fresh pool pages, and the gets beside them
@@ -611,7 +612,7 @@ static void print_json(const struct result *r)
 	printf("{\"bench\":\"store\",\"image\":");
 	cli_json_string(stdout, r->image);
 	printf(",\"codec\":\"%s\",\"mode\":\"%s\",\"folio\":\"%s\",\"unit\":\"%s\",\"engines\":%u",
-	       zf_codec_name(r->codec), r->cfg.mode_name,
+	       zf_codec_name(r->codec), r->cfg.layout_name,
 	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)),
 	       cli_format_unit(r->unit, ub, sizeof(ub)), r->cfg.engines);
 	printf(",\"inflight\":%u,\"get\":\"%s\",\"bytes\":%llu", r->cfg.inflight,
@@ -662,7 +663,7 @@ static void print_header(void)
 {
 	printf("%-14s %-7s %-10s %5s %3s %5s  %8s %8s %6s  %8s %8s %6s  %6s %9s  %7s %7s  %7s "
 	       "%7s  %7s %7s\n",
-	       "image", "codec", "mode", "folio", "eng", "unit", "put MB/s", "bare", "of",
+	       "image", "codec", "layout", "folio", "eng", "unit", "put MB/s", "bare", "of",
 	       "get MB/s", "bare", "of", "ratio", "mem", "get p50", "p99", "busy50", "p99",
 	       "speedup", "ceiling");
 }
@@ -674,7 +675,7 @@ static void print_row(const struct result *r)
 	snprintf(mb, sizeof(mb), "%.1fM", (double)r->st.mem_used_total / 1048576.0);
 	printf("%-14.14s %-7s %-10s %5s %3u %5s  %8.1f %8.1f %6.3f  %8.1f %8.1f %6.3f  %6.3f %9s  "
 	       "%7.1f %7.1f  %7.1f %7.1f  %7.3f %7.3f\n",
-	       r->image, zf_codec_name(r->codec), r->cfg.mode_name,
+	       r->image, zf_codec_name(r->codec), r->cfg.layout_name,
 	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)), r->cfg.engines,
 	       cli_format_unit(r->unit, ub, sizeof(ub)), r->put_mbps, r->bare_put_mbps,
 	       r->put_of_bare, r->get_mbps, r->bare_get_mbps, r->get_of_bare,
@@ -682,126 +683,45 @@ static void print_row(const struct result *r)
 	       r->busy_p50, r->busy_p99, r->speedup, r->ceiling);
 }
 
-/* Parses "split" or "unit:SIZE" into a config's mode. */
-static void parse_mode(char *name, struct config *c)
+/* Parses "split" or "unit:SIZE" (--layout) into a config's layout. */
+static void parse_layout(char *name, struct config *c)
 {
 	uint64_t unit;
 
-	c->mode_name = name;
+	c->layout_name = name;
 	if (!strcmp(name, "split")) {
-		c->mode_unit = 0;
+		c->layout_unit = 0;
 		return;
 	}
 	if (strncmp(name, "unit:", 5) || cli_parse_size(name + 5, &unit) || unit < 8192 ||
 	    unit > ZF_UNIT_MAX || (unit & (unit - 1)))
 		cli_die(EXIT_USAGE,
-			"--mode: expected split or unit:SIZE (a power of two, 8k..2m), "
+			"--layout: expected split or unit:SIZE (a power of two, 8k..2m), "
 			"got '%s'",
 			name);
-	c->mode_unit = (uint32_t)unit;
+	c->layout_unit = (uint32_t)unit;
 }
 
 int bench_store(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "image", required_argument, NULL, 'i' },
-		{ "codec", required_argument, NULL, 'c' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "folio", required_argument, NULL, 'f' },
-		{ "engines", required_argument, NULL, 'e' },
-		{ "inflight", required_argument, NULL, 'n' },
-		{ "get", required_argument, NULL, 'G' },
-		{ "repeat", required_argument, NULL, 'r' },
-		{ "gets", required_argument, NULL, 'g' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char default_codecs[] = "lz4", default_modes[] = "split,unit:64k", default_folios[] = "64k",
-	     default_engines[] = "0";
-	char *codec_arg = default_codecs, *mode_arg = default_modes, *folio_arg = default_folios,
-	     *engines_arg = default_engines;
-	char *codec_names[MAX_LIST], *mode_names[MAX_LIST], *engine_names[MAX_LIST];
-	const char *images[MAX_LIST];
-	uint64_t folios[MAX_LIST], engines[MAX_LIST], repeat = 3, gets = 5000, inflight = 1;
-	int n_images = 0, n_codecs, n_modes, n_folios, n_engines, opt, json = 0, get_units = 0;
+	const struct cli_args *a = cli_parse(&bench_store_cmd, argc, argv);
+	const struct cli_value *images = &a->v[OPT_IMAGE], *codecs = &a->v[OPT_CODEC],
+			       *layouts = &a->v[OPT_LAYOUT], *folios = &a->v[OPT_FOLIO],
+			       *engines = &a->v[OPT_ENGINES];
+	const int repeat = (int)a->v[OPT_REPEAT].num[0], gets = (int)a->v[OPT_GETS].num[0],
+		  json = a->v[OPT_JSON].n;
+	struct config layout[CLI_VALUES_MAX] = { { 0 } };
 
-	while ((opt = getopt_long(argc, argv, "i:c:m:f:e:n:r:g:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			cli_add_image(images, &n_images, MAX_LIST, optarg);
-			break;
-		case 'c':
-			codec_arg = optarg;
-			break;
-		case 'm':
-			mode_arg = optarg;
-			break;
-		case 'f':
-			folio_arg = optarg;
-			break;
-		case 'e':
-			engines_arg = optarg;
-			break;
-		case 'n':
-			if (cli_parse_uint(optarg, 1, INFLIGHT_MAX, &inflight) < 0)
-				cli_die(EXIT_USAGE,
-					"--inflight: expected a count from 1 to %u, got '%s'",
-					INFLIGHT_MAX, optarg);
-			break;
-		case 'G':
-			if (strcmp(optarg, "folio") && strcmp(optarg, "unit"))
-				cli_die(EXIT_USAGE, "--get: expected folio or unit, got '%s'",
-					optarg);
-			get_units = !strcmp(optarg, "unit");
-			break;
-		case 'r':
-			if (cli_parse_uint(optarg, 1, 64, &repeat) < 0)
-				cli_die(EXIT_USAGE,
-					"--repeat: expected a count from 1 to 64, got '%s'",
-					optarg);
-			break;
-		case 'g':
-			if (cli_parse_uint(optarg, 1, 10000000, &gets) < 0)
-				cli_die(EXIT_USAGE,
-					"--gets: expected a count from 1 to 10000000, got '%s'",
-					optarg);
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'h':
-			fputs(bench_store_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_store_usage, stderr);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc)
-		cli_die(EXIT_USAGE, "unexpected argument '%s' (images are given with --image)",
-			argv[optind]);
-	n_codecs = cli_split_list(codec_arg, codec_names, MAX_LIST);
-	n_modes = cli_split_list(mode_arg, mode_names, MAX_LIST);
-	n_engines = cli_split_list(engines_arg, engine_names, MAX_LIST);
-	if (n_codecs < 0 || n_modes < 0 || n_engines < 0)
-		cli_die(EXIT_USAGE,
-			"--codec, --mode, --engines: comma-separated lists of at most "
-			"%d items",
-			MAX_LIST);
-	for (int i = 0; i < n_engines; i++) {
-		if (cli_parse_uint(engine_names[i], 0, ZF_ENGINES_MAX, &engines[i]) < 0)
-			cli_die(EXIT_USAGE, "--engines: expected counts from 0 to %d, got '%s'",
-				ZF_ENGINES_MAX, engine_names[i]);
-	}
-	n_folios = cli_parse_units(folio_arg, folios, MAX_LIST);
-	if (n_images == 0)
-		images[n_images++] = "sample";
+	/* Every value checked before any output. */
+	for (int li = 0; li < layouts->n; li++)
+		parse_layout(layouts->str[li], &layout[li]);
+	for (int ci = 0; ci < codecs->n; ci++)
+		cli_find_codec(codecs->str[ci]);
 
 	if (!json)
 		print_header();
-	for (int ii = 0; ii < n_images; ii++) {
-		zf_image *img = cli_open_image(images[ii]);
+	for (int ii = 0; ii < images->n; ii++) {
+		zf_image *img = cli_open_image(images->str[ii]);
 		const char *name = zf_image_name(img);
 		/* Whole 2 MiB folios only, so that every folio size sees the same bytes. */
 		const uint64_t bytes = zf_image_size(img) / ZF_UNIT_MAX * ZF_UNIT_MAX;
@@ -810,28 +730,28 @@ int bench_store(int argc, char **argv)
 		if (bytes == 0)
 			cli_die(EXIT_USAGE, "%s: smaller than one 2 MiB folio", name);
 		back = cli_map_buffer(bytes);
-		for (int ci = 0; ci < n_codecs; ci++) {
-			const zf_codec *codec = cli_find_codec(codec_names[ci]);
+		for (int ci = 0; ci < codecs->n; ci++) {
+			const zf_codec *codec = cli_find_codec(codecs->str[ci]);
 
-			for (int mi = 0; mi < n_modes; mi++) {
-				for (int fi = 0; fi < n_folios; fi++) {
-					for (int ei = 0; ei < n_engines; ei++) {
-						struct config c = { 0 };
+			for (int li = 0; li < layouts->n; li++) {
+				for (int fi = 0; fi < folios->n; fi++) {
+					for (int ei = 0; ei < engines->n; ei++) {
+						struct config c = layout[li];
 						struct result r;
 
-						parse_mode(mode_names[mi], &c);
-						c.folio = folios[fi];
-						c.engines = (unsigned)engines[ei];
-						c.inflight = (unsigned)inflight;
-						c.get_units = get_units;
+						c.folio = folios->num[fi];
+						c.engines = (unsigned)engines->num[ei];
+						c.inflight = (unsigned)a->v[OPT_INFLIGHT].num[0];
+						c.get_units = !strcmp(a->v[OPT_GET].str[0], "unit");
 						run_config(name, codec, zf_image_data(img), bytes,
-							   &c, (int)repeat, (int)gets, back, &r);
+							   &c, repeat, gets, back, &r);
 						cli_progress_done();
 						if (json)
 							print_json(&r);
 						else
 							print_row(&r);
 						fflush(stdout);
+						free(r.put_of_pass);
 					}
 				}
 			}

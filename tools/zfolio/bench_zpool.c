@@ -40,7 +40,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdbool.h>
@@ -55,8 +54,6 @@
 #endif
 
 #include "cli.h"
-
-#define MAX_LIST 32
 
 enum phase { PHASE_FILL, PHASE_FREE, PHASE_COMPACT, NR_PHASES };
 static const char *const phase_names[NR_PHASES] = { "fill", "free", "compact" };
@@ -106,54 +103,51 @@ struct heap_result {
 enum heap_kind { HEAP_GLIBC, HEAP_MIMALLOC, NR_HEAPS };
 static const char *const heap_names[NR_HEAPS] = { "glibc malloc", "mimalloc" };
 
-static const char bench_zpool_usage[] =
-	"usage: zfolio bench zpool [--image FILE ...] [--codec CODEC] [--unit LIST] [--seed N]\n"
-	"                          [--json]\n"
-	"\n"
-	"Measures the memory zfolio's allocator for compressed objects (zf_pool) takes to hold\n"
-	"the compressed units of memory images, beside glibc malloc and mimalloc holding the\n"
-	"same objects.\n"
-	"\n"
-	"Every unit of an image is compressed on its own; same-filled units (one repeated 64-bit\n"
-	"value) need no object and are skipped, units that do not compress below their size are\n"
-	"kept raw at full size. The objects then go through three phases:\n"
-	"\n"
-	"  fill      every object is allocated and written (zf_pool_alloc + zf_pool_write), in\n"
-	"            address order\n"
-	"  free      a random half of the objects is freed, in random order (see --seed)\n"
-	"  compact   zf_pool_compact()\n"
-	"\n"
-	"and every live object is then read back and compared (a mismatch fails, naming the\n"
-	"unit). The same objects, freed in the same order, go through glibc malloc (malloc +\n"
-	"memcpy; free; compact = malloc_trim(0)) and mimalloc (mi_malloc + memcpy; mi_free;\n"
-	"compact = mi_collect(true)), each in a child process of its own, so that its heap\n"
-	"starts empty.\n"
-	"mimalloc runs with its defaults (MIMALLOC_* variables apply); a build without it, or a\n"
-	"library that does not load, shows it as absent.\n"
-	"\n"
-	"  --image FILE   a memory image (whole 4 KiB pages, raw or .zst); repeatable.\n"
-	"                 'sample' is the image built into zfolio (the default)\n"
-	"  --codec CODEC  one codec (default lz4): lz4[:A] lz4hc[:L] zstd[:L] deflate[:L]\n"
-	"                 isal[:L] lzo none\n"
-	"  --unit LIST    comma-separated unit sizes, powers of two from 4k to 2m (default 4k)\n"
-	"  --seed N       seed of the random half that is freed (default: from the clock);\n"
-	"                 the seed is printed, and the same seed frees the same objects\n"
-	"  --json         one JSON object per line: one per image, unit and phase\n"
-	"\n"
-	"Columns (one table per image and unit, one row per phase):\n"
-	"  objects        live objects in the pool (zf_pool_stats.objects)\n"
-	"  data           the sum of their sizes (compr_data_size)\n"
-	"  zpool mem      the pages of the pool's zspages (mem_used_total)\n"
-	"  overhead       zpool mem / data: 1.00 would be no waste at all\n"
-	"  meta           the pool's bookkeeping outside its pages (meta_bytes)\n"
-	"  malloc RSS     the resident bytes the glibc malloc child gained since before its fill:\n"
-	"                 the Anonymous line of /proc/self/smaps_rollup (resident anonymous\n"
-	"                 memory, without the code pages a child faults in; statm without it)\n"
-	"  mimalloc RSS   the same for the mimalloc child\n"
-	"  zpool/malloc   (zpool mem + meta) / malloc RSS: below 1, the pool holds the same\n"
-	"                 objects in less memory than glibc malloc\n"
-	"  ops/s          fill: zpool alloc+write pairs per second; free: frees per second\n"
-	"Sizes are in KiB (K), MiB (M) or GiB (G) of 1024.\n";
+static const struct cli_command bench_zpool_cmd = {
+	.name = "bench zpool",
+	.about = "Measures the memory zfolio's allocator for compressed objects (zf_pool) takes to hold\n"
+		 "the compressed units of memory images, beside glibc malloc and mimalloc holding the\n"
+		 "same objects.\n"
+		 "\n"
+		 "Every unit of an image is compressed on its own; same-filled units (one repeated 64-bit\n"
+		 "value) need no object and are skipped, units that do not compress below their size are\n"
+		 "kept raw at full size. The objects then go through three phases:\n"
+		 "\n"
+		 "  fill      every object is allocated and written (zf_pool_alloc + zf_pool_write), in\n"
+		 "            address order\n"
+		 "  free      a random half of the objects is freed, in random order (see --seed)\n"
+		 "  compact   zf_pool_compact()\n"
+		 "\n"
+		 "and every live object is then read back and compared (a mismatch fails, naming the\n"
+		 "unit). The same objects, freed in the same order, go through glibc malloc (malloc +\n"
+		 "memcpy; free; compact = malloc_trim(0)) and mimalloc (mi_malloc + memcpy; mi_free;\n"
+		 "compact = mi_collect(true)), each in a child process of its own, so that its heap\n"
+		 "starts empty.\n"
+		 "mimalloc runs with its defaults (MIMALLOC_* variables apply); a build without it, or a\n"
+		 "library that does not load, shows it as absent.\n",
+	.notes = "Columns (one table per image and unit, one row per phase):\n"
+		 "  objects        live objects in the pool (zf_pool_stats.objects)\n"
+		 "  data           the sum of their sizes (compr_data_size)\n"
+		 "  zpool mem      the pages of the pool's zspages (mem_used_total)\n"
+		 "  overhead       zpool mem / data: 1.00 would be no waste at all\n"
+		 "  meta           the pool's bookkeeping outside its pages (meta_bytes)\n"
+		 "  malloc RSS     the resident bytes the glibc malloc child gained since before its fill:\n"
+		 "                 the Anonymous line of /proc/self/smaps_rollup (resident anonymous\n"
+		 "                 memory, without the code pages a child faults in; statm without it)\n"
+		 "  mimalloc RSS   the same for the mimalloc child\n"
+		 "  zpool/malloc   (zpool mem + meta) / malloc RSS: below 1, the pool holds the same\n"
+		 "                 objects in less memory than glibc malloc\n"
+		 "  ops/s          fill: zpool alloc+write pairs per second; free: frees per second\n"
+		 "Sizes are in KiB (K), MiB (M) or GiB (G) of 1024. --json: one object per image, unit\n"
+		 "and phase.\n",
+	.uses = {
+		{ .opt = OPT_IMAGE, .def = "sample" },
+		{ .opt = OPT_CODEC, .def = "lz4", .max_values = 1 },
+		{ .opt = OPT_UNIT, .def = "4k" },
+		{ .opt = OPT_SEED, .def_help = "from the clock" },
+		{ .opt = OPT_JSON },
+	},
+};
 
 static double safe_div(double a, double b)
 {
@@ -774,63 +768,15 @@ static void print_table(const struct bench_case *c)
 
 int bench_zpool(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "image", required_argument, NULL, 'i' },
-		{ "codec", required_argument, NULL, 'c' },
-		{ "unit", required_argument, NULL, 'u' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char default_units[] = "4k";
-	char *unit_arg = default_units;
-	const char *codec_arg = "lz4", *images[MAX_LIST];
-	const zf_codec *codec;
-	uint64_t units[MAX_LIST], seed = 0;
-	int n_images = 0, n_units, opt, json = 0, have_seed = 0, ret;
+	const struct cli_args *a = cli_parse(&bench_zpool_cmd, argc, argv);
+	const struct cli_value *images = &a->v[OPT_IMAGE], *units = &a->v[OPT_UNIT];
+	const zf_codec *codec = cli_find_codec(a->v[OPT_CODEC].str[0]);
+	const int json = a->v[OPT_JSON].n;
+	uint64_t seed = a->v[OPT_SEED].num[0];
 	zf_codec_ctx *ctx;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, "i:c:u:s:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			cli_add_image(images, &n_images, MAX_LIST, optarg);
-			break;
-		case 'c':
-			codec_arg = optarg;
-			break;
-		case 'u':
-			unit_arg = optarg;
-			break;
-		case 's':
-			if (cli_parse_uint(optarg, 0, UINT64_MAX, &seed) < 0)
-				cli_die(EXIT_USAGE,
-					"--seed: expected a non-negative integer, got '%s'",
-					optarg);
-			have_seed = 1;
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'h':
-			fputs(bench_zpool_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_zpool_usage, stderr);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc)
-		cli_die(EXIT_USAGE, "unexpected argument '%s' (images are given with --image)",
-			argv[optind]);
-
-	if (strchr(codec_arg, ','))
-		cli_die(EXIT_USAGE, "--codec %s: one codec at a time", codec_arg);
-	codec = cli_find_codec(codec_arg);
-	n_units = cli_parse_units(unit_arg, units, MAX_LIST);
-	if (n_images == 0)
-		images[n_images++] = "sample";
-	if (!have_seed) {
+	if (!a->v[OPT_SEED].n) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -841,10 +787,10 @@ int bench_zpool(int argc, char **argv)
 	if (ret < 0)
 		cli_die(1, "%s: %s", zf_codec_name(codec), zf_strerror(ret));
 
-	for (int ii = 0; ii < n_images; ii++) {
-		zf_image *img = cli_open_image(images[ii]);
+	for (int ii = 0; ii < images->n; ii++) {
+		zf_image *img = cli_open_image(images->str[ii]);
 
-		for (int ui = 0; ui < n_units; ui++) {
+		for (int ui = 0; ui < units->n; ui++) {
 			struct bench_case c;
 			struct staging s;
 			char unit_name[16];
@@ -853,10 +799,10 @@ int bench_zpool(int argc, char **argv)
 			c.s = &s;
 			c.codec = zf_codec_name(codec);
 			c.seed = seed;
-			cli_format_unit(units[ui], unit_name, sizeof(unit_name));
+			cli_format_unit(units->num[ui], unit_name, sizeof(unit_name));
 			cli_progress("%s %s %s: compressing", zf_image_name(img), c.codec,
 				     unit_name);
-			stage_units(img, ctx, units[ui], seed, &s);
+			stage_units(img, ctx, units->num[ui], seed, &s);
 			/* The children first: the pool must not leave freed chunks in the heap. */
 			for (int k = 0; k < NR_HEAPS; k++) {
 				cli_progress("%s %s %s: %s", s.image, c.codec, unit_name,

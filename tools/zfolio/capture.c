@@ -1,6 +1,6 @@
 /*
  * capture.c - "zfolio capture": dump the private anonymous memory of a live process as a
- * memory image (see zf_image_writer_open() in zfolio.h).
+ * memory image (see zf_image_writer_open() in image.h).
  *
  * What is dumped, and why:
  *  - the mappings of /proc/PID/maps that are readable and private with no file behind
@@ -87,36 +87,27 @@ struct pm_scan_arg {
 /* How long to wait for SIGSTOP to take effect. */
 #define STOP_WAIT_MS 2000
 
-static const char usage[] =
-	"usage: zfolio capture PID -o FILE [--max SIZE] [--stop] [--all] [--level N] [--json]\n"
-	"\n"
-	"Dumps the private anonymous memory of a live process (heap, stack, anonymous\n"
-	"mappings) as a memory image: whole 4 KiB pages in address order. File-backed,\n"
-	"shared and unreadable mappings and [vvar]/[vdso]/[vsyscall] are skipped.\n"
-	"\n"
-	"options:\n"
-	"  -o, --output FILE  the image to write; zstd-compressed when FILE ends in .zst.\n"
-	"                     It is written under a temporary name and renamed when\n"
-	"                     complete, so a failed capture leaves nothing behind.\n"
-	"  --max SIZE         dump at most SIZE bytes (k/m/g suffixes). When more is\n"
-	"                     eligible, keep evenly spaced runs of 2 MiB (512 consecutive\n"
-	"                     eligible pages) across the address space. Default: no limit.\n"
-	"  --stop             SIGSTOP the process during the dump, for a consistent image,\n"
-	"                     and SIGCONT it afterwards (also on errors and Ctrl-C). The\n"
-	"                     process stays stopped while the image is compressed.\n"
-	"  --all              dump every page of the eligible mappings; by default only the\n"
-	"                     pages present in RAM or swap (/proc/PID/pagemap), so address\n"
-	"                     space that was reserved but never touched is left out.\n"
-	"  --level N          zstd level 1..22 for a .zst FILE (default 19).\n"
-	"  --json             print the summary as one JSON object on stdout.\n"
-	"  -h, --help         this text.\n"
-	"\n"
-	"Reading another process's memory needs ptrace access to it: root (CAP_SYS_PTRACE),\n"
-	"or the same user when /proc/sys/kernel/yama/ptrace_scope allows it (0; 1 only for\n"
-	"descendants). Pages that cannot be read are skipped and counted.\n"
-	"\n"
-	"exit status: 0 done, 1 the capture failed, 2 bad usage, no such process or nothing\n"
-	"to dump, 77 no permission to read the process.\n";
+static const struct cli_command capture_cmd = {
+	.name = "capture",
+	.operand = "PID",
+	.about = "Dumps the private anonymous memory of a live process (heap, stack, anonymous\n"
+		 "mappings) as a memory image: whole 4 KiB pages in address order. File-backed,\n"
+		 "shared and unreadable mappings and [vvar]/[vdso]/[vsyscall] are skipped.\n",
+	.notes = "Reading another process's memory needs ptrace access to it: root (CAP_SYS_PTRACE),\n"
+		 "or the same user when /proc/sys/kernel/yama/ptrace_scope allows it (0; 1 only for\n"
+		 "descendants). Pages that cannot be read are skipped and counted.\n"
+		 "\n"
+		 "exit status: 0 done, 1 the capture failed, 2 bad usage, no such process or nothing\n"
+		 "to dump, 77 no permission to read the process.\n",
+	.uses = {
+		{ .opt = OPT_OUTPUT, .required = 1 },
+		{ .opt = OPT_MAX, .def_help = "no limit" },
+		{ .opt = OPT_STOP },
+		{ .opt = OPT_ALL },
+		{ .opt = OPT_LEVEL, .def_help = "19" },
+		{ .opt = OPT_JSON },
+	},
+};
 
 /* A run of pages to dump: [addr, addr + pages * ZF_PAGE_SIZE). */
 struct run {
@@ -625,27 +616,6 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/*
- * Matches option name at argv[*i], as "name VALUE" or "name=VALUE"; returns the value
- * (advancing *i past it) or NULL when argv[*i] is another option.
- */
-static const char *option_value(int argc, char **argv, int *i, const char *name)
-{
-	const size_t n = strlen(name);
-
-	if (!argv[*i])
-		return NULL;
-	if (!strcmp(argv[*i], name)) {
-		if (*i + 1 >= argc)
-			cli_die(EXIT_USAGE,
-				"capture: %s needs a value (see 'zfolio capture --help')", name);
-		return argv[++*i];
-	}
-	if (!strncmp(argv[*i], name, n) && argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	return NULL;
-}
-
 static double pct(uint64_t part, uint64_t whole)
 {
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
@@ -686,68 +656,29 @@ int cmd_capture(int argc, char **argv)
 {
 	static struct capture cap;
 	struct capture *const c = &cap;
-	const char *pid_arg = NULL, *max_arg = NULL, *level_arg = NULL;
-	int all = 0, stop = 0, json = 0, level = 0, ret;
-	uint64_t max_bytes = 0, v;
+	const struct cli_args *a = cli_parse(&capture_cmd, argc, argv);
+	const int all = a->v[OPT_ALL].n, stop = a->v[OPT_STOP].n, json = a->v[OPT_JSON].n;
+	const uint64_t max_bytes = a->v[OPT_MAX].n ? a->v[OPT_MAX].num[0] : 0;
+	int level = 0, ret;
+	uint64_t v;
 	struct stat st;
 
 	memset(c, 0, sizeof(*c));
 	c->mem_fd = c->pagemap_fd = -1;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage, stdout);
-			return 0;
-		} else if (!strcmp(a, "--stop")) {
-			stop = 1;
-		} else if (!strcmp(a, "--all")) {
-			all = 1;
-		} else if (!strcmp(a, "--json")) {
-			json = 1;
-		} else if ((val = option_value(argc, argv, &i, "-o")) ||
-			   (val = option_value(argc, argv, &i, "--output"))) {
-			c->path = val;
-		} else if ((val = option_value(argc, argv, &i, "--max"))) {
-			max_arg = val;
-		} else if ((val = option_value(argc, argv, &i, "--level"))) {
-			level_arg = val;
-		} else if (a[0] == '-' && a[1]) {
-			cli_die(EXIT_USAGE,
-				"capture: unknown option '%s' (see 'zfolio capture --help')", a);
-		} else if (pid_arg) {
-			cli_die(EXIT_USAGE, "capture: one PID only ('%s' and '%s')", pid_arg, a);
-		} else {
-			pid_arg = a;
-		}
-	}
-	if (!pid_arg) {
-		fputs(usage, stderr);
-		cli_die(EXIT_USAGE, "capture: missing PID");
-	}
-	if (cli_parse_uint(pid_arg, 1, INT_MAX, &v) < 0)
+	if (cli_parse_uint(a->operand, 1, INT_MAX, &v) < 0)
 		cli_die(EXIT_USAGE, "capture: invalid PID '%s' (a process id, a positive number)",
-			pid_arg);
+			a->operand);
 	c->pid = (pid_t)v;
-	if (!c->path || !*c->path)
+	c->path = a->v[OPT_OUTPUT].str[0];
+	if (!*c->path)
 		cli_die(EXIT_USAGE, "capture: missing -o FILE (see 'zfolio capture --help')");
-	if (max_arg) {
-		if (cli_parse_size(max_arg, &max_bytes) < 0)
-			cli_die(EXIT_USAGE, "capture: --max: invalid size '%s'", max_arg);
-		if (max_bytes < ZF_PAGE_SIZE)
-			cli_die(EXIT_USAGE, "capture: --max: at least one page (%u bytes)",
-				ZF_PAGE_SIZE);
-	}
 	if (ends_with(c->path, ".zst"))
 		level = 19;
-	if (level_arg) {
+	if (a->v[OPT_LEVEL].n) {
 		if (!level)
 			cli_die(EXIT_USAGE, "capture: --level is for a .zst output file ('%s')",
 				c->path);
-		if (cli_parse_uint(level_arg, 1, 22, &v) < 0)
-			cli_die(EXIT_USAGE, "capture: --level: a zstd level 1..22, not '%s'",
-				level_arg);
-		level = (int)v;
+		level = (int)a->v[OPT_LEVEL].num[0];
 	}
 	if (stop && c->pid == getpid())
 		cli_die(EXIT_USAGE, "capture: --stop on the capturing process itself");

@@ -1,9 +1,17 @@
 /*
- * cli.h - what the zfolio subcommands share: argument parsing helpers, error exits,
- * progress on a terminal, JSON string output. The CLI uses only the public header.
+ * cli.h - what the zfolio subcommands share: the option table and its parser, error
+ * exits, progress on a terminal, JSON output. The CLI uses only the public header (and
+ * its own image.h).
+ *
+ * Options: one table (cli.c) names every option of every command, with what its argument
+ * is, whether it takes a comma-separated list (each value run in turn) and its help line;
+ * a flag means the same thing in every command that takes it. A command lists the options
+ * it takes, with its defaults (struct cli_command), and cli_parse() parses its argv and
+ * prints its --help from that, so the help cannot drift from what is parsed.
  *
  * Exit codes: 0 success, 1 the job failed (I/O error, round-trip mismatch), 2 bad usage
- * or bad input named on the command line, 77 a required system feature is missing.
+ * or bad input named on the command line (one line on stderr), 77 a required system
+ * feature is missing.
  */
 #ifndef ZF_CLI_H
 #define ZF_CLI_H
@@ -16,6 +24,85 @@
 
 #define EXIT_USAGE 2
 #define EXIT_SKIP 77
+
+/* Every option of every command (cli.c has the table: name, argument, help). */
+enum cli_opt {
+	OPT_NONE, /* ends a command's list of options */
+	OPT_IMAGE,
+	OPT_SIZE,
+	OPT_CODEC,
+	OPT_UNIT,
+	OPT_FOLIO,
+	OPT_LAYOUT,
+	OPT_BACKEND,
+	OPT_MODE,
+	OPT_SWAPIN,
+	OPT_READAHEAD,
+	OPT_ENGINES,
+	OPT_INFLIGHT,
+	OPT_GET,
+	OPT_GETS,
+	OPT_REPEAT,
+	OPT_SEED,
+	OPT_VERIFY,
+	OPT_ALLOW_SWAP,
+	OPT_OUTPUT,
+	OPT_MAX,
+	OPT_STOP,
+	OPT_ALL,
+	OPT_LEVEL,
+	OPT_JSON,
+	OPT_CSV,
+	OPT_HELP,
+	NR_OPTS
+};
+
+/* The most values one list (or repeated option) holds. */
+#define CLI_VALUES_MAX 32
+
+/* An option as one command takes it. */
+struct cli_use {
+	enum cli_opt opt;
+	const char *def; /* default, parsed as a command line's value would be; NULL: none */
+	const char *def_help; /* the default in --help when def cannot say it (computed) */
+	int max_values; /* of a list or repeated option; 0: CLI_VALUES_MAX */
+	uint64_t min; /* a number's or size's least value, when above the table's; 0: the table's */
+	int required;
+};
+
+/* A command: its name, what --help says around the options, the options it takes. */
+struct cli_command {
+	const char *name; /* "bench codec" */
+	const char *operand; /* "PID": the one operand it needs; NULL: none */
+	const char *about; /* between the usage line and the options */
+	const char *notes; /* after the options; may be NULL */
+	struct cli_use uses[24]; /* ended by OPT_NONE; -h/--help is implied */
+};
+
+/* An option's values after parsing: the command's default unless given. */
+struct cli_value {
+	int given; /* on the command line */
+	int n; /* values: list items or repetitions; 1 for a flag that is set; 0: none */
+	char *str[CLI_VALUES_MAX];
+	uint64_t num[CLI_VALUES_MAX]; /* numbers, sizes and units: each value parsed */
+	char *text; /* the list as given (str[] points into it) */
+};
+
+struct cli_args {
+	struct cli_value v[NR_OPTS];
+	const char *operand; /* the command's operand, when it takes one */
+};
+
+/*
+ * Parses a command's argv (argv[0] is its name) against the option table: "--name VALUE",
+ * "--name=VALUE", "-o VALUE", flags, "--" ending the options. Prints the help and exits 0
+ * on -h/--help; exits 2 with one line on stderr on anything it refuses (an unknown
+ * option, a value out of range or not among the choices, a missing operand). Returns the
+ * values, which live until the process ends.
+ */
+const struct cli_args *cli_parse(const struct cli_command *cmd, int argc, char **argv);
+/* Prints the command's --help, generated from the table and its uses, to f. */
+void cli_usage(const struct cli_command *cmd, FILE *f);
 
 /* Prints "zfolio: <message>" to stderr and exits with code. */
 void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -31,29 +118,16 @@ int cli_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 const char *cli_format_unit(uint64_t bytes, char *buf, size_t len);
 
 /*
- * Splits a comma-separated list in place (s is modified) into at most max items.
- * Returns the count, or -E2BIG when there are more, or -EINVAL for an empty item.
- */
-int cli_split_list(char *s, char **items, int max);
-
-/*
  * An anonymous mapping of len bytes (at least one page), every page written once; exits
  * with a message on failure. Timed loops must not pay for the first touch of their
- * memory: a fault per page, ~5 us on this VM, where MAP_POPULATE does not take the cost
- * away (the program's own first touch pays it), and a median of a few passes leans on
- * the slow first one.
+ * memory: a fault per page, where MAP_POPULATE does not take the cost away (the
+ * program's own first touch pays it), and a median of a few passes leans on the slow
+ * first one.
  */
 void *cli_map_buffer(size_t len);
 
 /* The codec named name; exits with a message (exit code 2) naming the choices if none. */
 const zf_codec *cli_find_codec(const char *name);
-
-/*
- * Parses a comma-separated list of unit sizes (arg is modified), each a power of two
- * from 4k to 2m, into units (at most max). Returns the count; exits with code 2 on bad
- * input.
- */
-int cli_parse_units(char *arg, uint64_t *units, int max);
 
 /* Writes s as a JSON string literal (with quotes) to f. */
 void cli_json_string(FILE *f, const char *s);
@@ -92,8 +166,8 @@ double cli_percentile(double *v, int n, double p);
  * with every page touched once (see cli_map_buffer). Exits with a message on error.
  */
 zf_image *cli_open_image(const char *path);
-/* Appends path to images[] (--image, repeatable); exits with code 2 past max of them. */
-void cli_add_image(const char **images, int *n, int max, const char *path);
+/* Exits with code 2 naming the first of --image's files that cannot be read. */
+void cli_check_images(const struct cli_value *images);
 
 /* The subcommands. Each takes its own argv (argv[0] is the subcommand name). */
 int cmd_bench(int argc, char **argv);

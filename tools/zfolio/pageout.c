@@ -5,14 +5,14 @@
  * The Linux work on large-folio swap-in and multi-page compression measured 100 MiB of
  * anonymous memory captured from a real device: 100 times, madvise(MADV_PAGEOUT) of the
  * whole range (timed), then a read of every page (timed). This command runs that loop
- * for each combination of backend, unit, codec and swap-in mode asked for, on one image,
+ * (--repeat times, 10 by default) for each combination of backend, unit, codec, swap-in
+ * mode, fault-service mode, engines and readahead asked for, on one image,
  * prints each run (median, min and max per iteration, MB/s, compressed size, pool
  * memory, the counters) and, when there are several, a side-by-side table in the form
  * of the published one, with the ratios between backends and the 4K -> 64K gains beside
  * the published gains. The backends are in pageout_zfolio.c and pageout_kernel.c.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,61 +22,51 @@
 
 #include "pageout.h"
 
-#define MAX_LIST 8
-#define MAX_CFGS (MAX_LIST * MAX_LIST * 2 * 2 * 2)
 #define CHECK_PAGES 16
 
-static const char pageout_usage[] =
-	"usage: zfolio pageout [--image FILE] [--size SIZE] [--iterations N] [--unit LIST]\n"
-	"                      [--codec LIST] [--backend LIST] [--swapin LIST] [--mode LIST]\n"
-	"                      [--engines N] [--readahead N] [--verify] [--allow-swap] [--json]\n"
-	"\n"
-	"The large-folio swap experiment of the Linux work (100 MiB of memory captured from a\n"
-	"real device; madvise(MADV_PAGEOUT) of all of it, then a read of every page, 100\n"
-	"times), on zfolio's userfaultfd region and on the running kernel's own zram, one\n"
-	"after the other on the same data, with a side-by-side table at the end.\n"
-	"\n"
-	"  --image FILE      a memory image (raw or .zst). Default: the built-in sample\n"
-	"  --size SIZE       bytes of memory, filled with the image cut or tiled to it\n"
-	"                    (rounded up to the largest unit). Default 100m\n"
-	"  --iterations N    timed iterations, after an untimed warm-up one (default 10)\n"
-	"  --unit LIST       units, powers of two 4k..2m (default 4k,64k). zfolio compresses\n"
-	"                    each unit as one object and swaps it in whole on the first\n"
-	"                    touch; the kernel gets folios of that size (mTHP; 4k: none)\n"
-	"  --codec LIST      compressors (default lz4). zfolio: its codecs (lz4, zstd:1, lzo\n"
-	"                    ...); the kernel: zram's algorithms, at their default level\n"
-	"                    (lz4, lzo-rle, lzo ...). A name a backend lacks is skipped there\n"
-	"  --backend LIST    zfolio, kernel (default zfolio). kernel needs root: it sets up\n"
-	"                    zram as swap with the codec, enables only the mTHP size of the\n"
-	"                    unit, and puts every setting back afterwards (also on an error\n"
-	"                    or SIGINT). It never enables zswap\n"
-	"  --swapin LIST     zfolio: whole (default; a fault brings its whole unit in) or\n"
-	"                    per-page (a fault places only its page, decompressing the unit\n"
-	"                    each time, as the kernel does when it cannot swap a large folio\n"
-	"                    in). The kernel chooses for itself: kernel runs only 'whole'\n"
-	"  --mode LIST       zfolio fault service: thread (default) or sigbus (see 'zfolio\n"
-	"                    bench region --help')\n"
-	"  --engines N       zfolio compression threads for the swap-out (default: the\n"
-	"                    number of CPUs, at most 4; 0: the caller compresses)\n"
-	"  --readahead N     zfolio readahead window in units (default 0: the kernel does no\n"
-	"                    swap readahead on zram either)\n"
-	"  --verify          compare every byte after every iteration (default: the byte read\n"
-	"                    of every page, and 16 whole pages at random)\n"
-	"  --allow-swap      kernel: run although another swap device is active\n"
-	"  --json            one JSON object per run, then one for the side-by-side table\n"
-	"\n"
-	"Per run: swap-out and swap-in ms per iteration (median, min, max over the timed\n"
-	"iterations), MB/s (10^6 bytes per second, of the median), the data swapped out, its\n"
-	"compressed size and the pool's memory after the last swap-out (zfolio: the store's\n"
-	"pool, including the pages it keeps for reuse; kernel: zram's mm_stat), swap-in faults\n"
-	"per iteration and a swap-in fault's time as the program sees it (zfolio: and how much\n"
-	"of it the region's service takes, reading from the store and placing). Counters:\n"
-	"zfolio's region, or the kernel's per-size mTHP stats, pswpin/pswpout and zram's\n"
-	"mm_stat, over the timed iterations. A kernel run whose folios did not go out or come\n"
-	"back at the unit's size is flagged DEGRADED.\n"
-	"\n"
-	"Exit status: 0, 1 when a byte came back wrong or a run failed, 2 bad usage, 77 a\n"
-	"backend cannot run here (no userfaultfd; kernel: not root, no zram, swap active).\n";
+static const struct cli_command pageout_cmd = {
+	.name = "pageout",
+	.about = "The large-folio swap experiment of the Linux work (100 MiB of memory captured from a\n"
+		 "real device; madvise(MADV_PAGEOUT) of all of it, then a read of every page, and that\n"
+		 "100 times over), here --repeat times, on zfolio's userfaultfd region and on the\n"
+		 "running kernel's own zram, one after the other on the same data, with a\n"
+		 "side-by-side table at the end.\n",
+	.notes = "zfolio compresses each unit as one object and swaps it in whole on the first touch\n"
+		 "(--swapin whole); the kernel gets folios of the unit's size (mTHP; 4k: none) and\n"
+		 "chooses its swap-in for itself, so it runs only 'whole'. --codec: zfolio's codecs\n"
+		 "(lz4, zstd:1, lzo ...); the kernel: zram's algorithms, at their default level (lz4,\n"
+		 "lzo-rle, lzo ...); a name a backend lacks is skipped there. --mode, --engines and\n"
+		 "--readahead are zfolio's (the kernel does no swap readahead on zram either).\n"
+		 "\n"
+		 "Per run: swap-out and swap-in ms per iteration (median, min, max over the timed\n"
+		 "iterations), MB/s (10^6 bytes per second, of the median), the data swapped out, its\n"
+		 "compressed size and the pool's memory after the last swap-out (zfolio: the store's\n"
+		 "pool, including the pages it keeps for reuse; kernel: zram's mm_stat), swap-in faults\n"
+		 "per iteration and a swap-in fault's time as the program sees it (zfolio: and how much\n"
+		 "of it the region's service takes, reading from the store and placing). Counters:\n"
+		 "zfolio's region, or the kernel's per-size mTHP stats, pswpin/pswpout and zram's\n"
+		 "mm_stat, over the timed iterations. A kernel run whose folios did not go out or come\n"
+		 "back at the unit's size is flagged DEGRADED. --json: one object per run, then one\n"
+		 "per comparison of the side-by-side table.\n"
+		 "\n"
+		 "Exit status: 0, 1 when a byte came back wrong or a run failed, 2 bad usage, 77 a\n"
+		 "backend cannot run here (no userfaultfd; kernel: not root, no zram, swap active).\n",
+	.uses = {
+		{ .opt = OPT_IMAGE, .def = "sample", .max_values = 1 },
+		{ .opt = OPT_SIZE, .def = "100m", .min = 64 << 10 },
+		{ .opt = OPT_REPEAT, .def = "10" },
+		{ .opt = OPT_UNIT, .def = "4k,64k" },
+		{ .opt = OPT_CODEC, .def = "lz4" },
+		{ .opt = OPT_BACKEND, .def = "zfolio" },
+		{ .opt = OPT_SWAPIN, .def = "whole" },
+		{ .opt = OPT_MODE, .def = "thread" },
+		{ .opt = OPT_ENGINES, .def_help = "the number of CPUs, at most 4" },
+		{ .opt = OPT_READAHEAD, .def = "0" },
+		{ .opt = OPT_VERIFY },
+		{ .opt = OPT_ALLOW_SWAP },
+		{ .opt = OPT_JSON },
+	},
+};
 
 /* Published (Linux large-folio swap-in and multi-page compression, a phone, 100 MiB x
  * 100, ms in all): lz4 and zstd, 4K and 64K. */
@@ -204,12 +194,22 @@ static double div_or_nan(double a, double b)
 	return b > 0 ? a / b : NAN;
 }
 
-/* The run's label in the table: backend, and the zfolio options that are not default. */
-static const char *label(const struct pageout_config *c, char *buf, size_t cap)
+/*
+ * The run's label in the table: backend, the zfolio options that are not default, and
+ * the engines and readahead when several were asked for.
+ */
+static const char *label(const struct pageout_job *job, const struct pageout_config *c, char *buf,
+			 size_t cap)
 {
-	snprintf(buf, cap, "%s%s%s", backend_name(c->backend),
-		 c->backend == BACKEND_ZFOLIO && c->mode == ZF_FAULT_SIGBUS ? "/sigbus" : "",
-		 c->swapin == ZF_SWAPIN_PER_PAGE ? "/per-page" : "");
+	const int zfolio = c->backend == BACKEND_ZFOLIO;
+	int n = snprintf(buf, cap, "%s%s%s", backend_name(c->backend),
+			 zfolio && c->mode == ZF_FAULT_SIGBUS ? "/sigbus" : "",
+			 c->swapin == ZF_SWAPIN_PER_PAGE ? "/per-page" : "");
+
+	if (zfolio && job->label_engines)
+		n += snprintf(buf + n, cap - (size_t)n, "/e%u", c->engines);
+	if (zfolio && job->label_readahead)
+		snprintf(buf + n, cap - (size_t)n, "/ra%u", c->readahead);
 	return buf;
 }
 
@@ -259,7 +259,7 @@ static void print_run(const struct pageout_job *job, const struct pageout_result
 
 	if (!text)
 		cli_die(1, "out of memory");
-	printf("%s%s, unit %s, %s", label(c, lb, sizeof(lb)), r->degraded ? " (DEGRADED)" : "",
+	printf("%s%s, unit %s, %s", label(job, c, lb, sizeof(lb)), r->degraded ? " (DEGRADED)" : "",
 	       cli_format_unit(c->unit, ub, sizeof(ub)), c->codec);
 	if (c->backend == BACKEND_ZFOLIO)
 		printf(", %u engine%s%s", c->engines, c->engines == 1 ? "" : "s",
@@ -299,13 +299,14 @@ static void print_run(const struct pageout_job *job, const struct pageout_result
 }
 
 /* The run of label l, codec c and unit u, or NULL. */
-static const struct pageout_result *find(const struct pageout_result *res, int n, const char *l,
+static const struct pageout_result *find(const struct pageout_job *job,
+					 const struct pageout_result *res, int n, const char *l,
 					 const char *c, uint64_t u)
 {
 	for (int i = 0; i < n; i++) {
 		char lb[48];
 
-		if (!strcmp(label(&res[i].cfg, lb, sizeof(lb)), l) &&
+		if (!strcmp(label(job, &res[i].cfg, lb, sizeof(lb)), l) &&
 		    !strcmp(res[i].cfg.codec, c) && res[i].cfg.unit == u)
 			return &res[i];
 	}
@@ -315,46 +316,22 @@ static const struct pageout_result *find(const struct pageout_result *res, int n
 /*
  * The side-by-side table: a row per (codec, unit), a column group per label (backend and
  * options), ratios of the other labels' times to the first's (>1: the first is faster),
- * then each label's 4k -> 64k gain beside the published one.
+ * then each label's 4k -> 64k gain beside the published one. With json, the ratios only.
  */
-static void print_table(const struct pageout_job *job, const struct pageout_result *res, int n,
-			int json)
+static void print_comparisons(const struct pageout_job *job, const struct pageout_result *res,
+			      int n, int json, char (*labels)[48], int nl, const char **codecs,
+			      int nc, const uint64_t *units, int nu)
 {
-	char labels[MAX_LIST][48], lb[48];
-	const char *codecs[MAX_LIST];
-	uint64_t units[MAX_LIST];
-	int nl = 0, nc = 0, nu = 0;
-
-	for (int i = 0; i < n; i++) {
-		int l, k, u;
-
-		label(&res[i].cfg, lb, sizeof(lb));
-		for (l = 0; l < nl && strcmp(labels[l], lb); l++)
-			;
-		if (l == nl && nl < MAX_LIST)
-			snprintf(labels[nl++], sizeof(labels[0]), "%s", lb);
-		for (k = 0; k < nc && strcmp(codecs[k], res[i].cfg.codec); k++)
-			;
-		if (k == nc && nc < MAX_LIST)
-			codecs[nc++] = res[i].cfg.codec;
-		for (u = 0; u < nu && units[u] != res[i].cfg.unit; u++)
-			;
-		if (u == nu && nu < MAX_LIST)
-			units[nu++] = res[i].cfg.unit;
-	}
-	if (n < 2)
-		return;
-
 	if (json) {
 		for (int k = 0; k < nc; k++) {
 			for (int u = 0; u < nu; u++) {
 				const struct pageout_result *first =
-					find(res, n, labels[0], codecs[k], units[u]);
+					find(job, res, n, labels[0], codecs[k], units[u]);
 				char ub[16];
 
 				for (int l = 1; l < nl && first; l++) {
 					const struct pageout_result *o =
-						find(res, n, labels[l], codecs[k], units[u]);
+						find(job, res, n, labels[l], codecs[k], units[u]);
 
 					if (!o)
 						continue;
@@ -397,13 +374,13 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 	for (int k = 0; k < nc; k++) {
 		for (int u = 0; u < nu; u++) {
 			const struct pageout_result *first =
-				find(res, n, labels[0], codecs[k], units[u]);
+				find(job, res, n, labels[0], codecs[k], units[u]);
 			char ub[16];
 
 			printf("%-8.8s %5s", codecs[k], cli_format_unit(units[u], ub, sizeof(ub)));
 			for (int l = 0; l < nl; l++) {
 				const struct pageout_result *o =
-					find(res, n, labels[l], codecs[k], units[u]);
+					find(job, res, n, labels[l], codecs[k], units[u]);
 
 				if (o)
 					printf("  %8.1f %8.1f %6.1f", o->out_med, o->in_med,
@@ -413,7 +390,7 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 			}
 			for (int l = 1; l < nl; l++) {
 				const struct pageout_result *o =
-					find(res, n, labels[l], codecs[k], units[u]);
+					find(job, res, n, labels[l], codecs[k], units[u]);
 
 				if (o && first)
 					printf("  %7.2fx / %6.2fx", o->out_med / first->out_med,
@@ -426,8 +403,10 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 		/* The 4k -> 64k gains, beside the published ones. */
 		printf("%-8.8s %5s", codecs[k], "gain");
 		for (int l = 0; l < nl; l++) {
-			const struct pageout_result *a = find(res, n, labels[l], codecs[k], 4096u),
-						    *b = find(res, n, labels[l], codecs[k], 65536u);
+			const struct pageout_result *a = find(job, res, n, labels[l], codecs[k],
+							      4096u),
+						    *b = find(job, res, n, labels[l], codecs[k],
+							      65536u);
 
 			if (a && b)
 				printf("  %7.2fx %7.2fx %6s", a->out_med / b->out_med,
@@ -449,6 +428,41 @@ static void print_table(const struct pageout_job *job, const struct pageout_resu
 		printf("\n");
 	}
 	printf("gain: 4k time / 64k time (swap-out, swap-in); >1: 64k is faster.\n");
+}
+
+/* The side-by-side table of the runs' labels, codecs and units, when there are two runs. */
+static void print_table(const struct pageout_job *job, const struct pageout_result *res, int n,
+			int json)
+{
+	char(*labels)[48] = calloc((size_t)n, sizeof(*labels)), lb[48];
+	const char **codecs = calloc((size_t)n, sizeof(*codecs));
+	uint64_t *units = calloc((size_t)n, sizeof(*units));
+	int nl = 0, nc = 0, nu = 0;
+
+	if (!labels || !codecs || !units)
+		cli_die(1, "out of memory");
+	for (int i = 0; i < n; i++) {
+		int l, k, u;
+
+		label(job, &res[i].cfg, lb, sizeof(lb));
+		for (l = 0; l < nl && strcmp(labels[l], lb); l++)
+			;
+		if (l == nl)
+			snprintf(labels[nl++], sizeof(labels[0]), "%s", lb);
+		for (k = 0; k < nc && strcmp(codecs[k], res[i].cfg.codec); k++)
+			;
+		if (k == nc)
+			codecs[nc++] = res[i].cfg.codec;
+		for (u = 0; u < nu && units[u] != res[i].cfg.unit; u++)
+			;
+		if (u == nu)
+			units[nu++] = res[i].cfg.unit;
+	}
+	if (n >= 2)
+		print_comparisons(job, res, n, json, labels, nl, codecs, nc, units, nu);
+	free(labels);
+	free(codecs);
+	free(units);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -476,192 +490,105 @@ static uint8_t *load_data(zf_image *img, uint64_t size)
 
 int cmd_pageout(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "image", required_argument, NULL, 'i' },
-		{ "size", required_argument, NULL, 's' },
-		{ "iterations", required_argument, NULL, 'n' },
-		{ "unit", required_argument, NULL, 'u' },
-		{ "codec", required_argument, NULL, 'c' },
-		{ "backend", required_argument, NULL, 'b' },
-		{ "swapin", required_argument, NULL, 'w' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "engines", required_argument, NULL, 'e' },
-		{ "readahead", required_argument, NULL, 'a' },
-		{ "verify", no_argument, NULL, 'V' },
-		{ "allow-swap", no_argument, NULL, 'A' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char default_units[] = "4k,64k", default_codecs[] = "lz4", default_backends[] = "zfolio",
-	     default_swapin[] = "whole", default_modes[] = "thread";
-	char *unit_arg = default_units, *codec_arg = default_codecs,
-	     *backend_arg = default_backends, *swapin_arg = default_swapin,
-	     *mode_arg = default_modes;
-	char *codec_names[MAX_LIST], *backend_names[MAX_LIST], *swapin_names[MAX_LIST],
-		*mode_names[MAX_LIST];
-	const char *image_path = NULL;
-	struct pageout_config cfgs[MAX_CFGS];
+	const struct cli_args *a = cli_parse(&pageout_cmd, argc, argv);
+	const struct cli_value *units = &a->v[OPT_UNIT], *codecs = &a->v[OPT_CODEC],
+			       *backends = &a->v[OPT_BACKEND], *swapins = &a->v[OPT_SWAPIN],
+			       *modes = &a->v[OPT_MODE], *ra = &a->v[OPT_READAHEAD];
+	const char *image_path = a->v[OPT_IMAGE].str[0];
+	struct pageout_job job = { .size = a->v[OPT_SIZE].num[0],
+				   .iterations = (int)a->v[OPT_REPEAT].num[0],
+				   .verify = a->v[OPT_VERIFY].n,
+				   .allow_swap = a->v[OPT_ALLOW_SWAP].n };
+	const uint64_t default_engine_count = (uint64_t)default_engines();
+	const struct cli_value engines_default = { .n = 1, .num = { default_engine_count } };
+	const struct cli_value *engines =
+		a->v[OPT_ENGINES].n ? &a->v[OPT_ENGINES] : &engines_default;
+	struct pageout_config *cfgs;
 	struct pageout_result *res;
-	struct pageout_job job = { .size = 100ull << 20, .iterations = 10 };
-	uint64_t units[MAX_LIST], max_unit = 0, v, engines = (uint64_t)default_engines(),
-				  readahead = 0;
-	int n_units, n_codecs, n_backends, n_swapin, n_modes, n_cfgs = 0, opt, json = 0,
-							      want_kernel = 0;
+	uint64_t max_unit = 0;
+	int n_cfgs = 0, want_kernel = 0, json = a->v[OPT_JSON].n;
 	zf_image *img;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			if (image_path)
-				cli_die(EXIT_USAGE, "--image: one image per run");
-			image_path = optarg;
-			break;
-		case 's':
-			if (cli_parse_size(optarg, &job.size) < 0 || job.size < (64u << 10) ||
-			    job.size > (64ull << 30))
-				cli_die(EXIT_USAGE,
-					"--size: expected a size from 64k to 64g, got '%s'",
-					optarg);
-			break;
-		case 'n':
-			if (cli_parse_uint(optarg, 1, 1000, &v) < 0)
-				cli_die(EXIT_USAGE,
-					"--iterations: expected a count from 1 to 1000, got '%s'",
-					optarg);
-			job.iterations = (int)v;
-			break;
-		case 'u':
-			unit_arg = optarg;
-			break;
-		case 'c':
-			codec_arg = optarg;
-			break;
-		case 'b':
-			backend_arg = optarg;
-			break;
-		case 'w':
-			swapin_arg = optarg;
-			break;
-		case 'm':
-			mode_arg = optarg;
-			break;
-		case 'e':
-			if (cli_parse_uint(optarg, 0, 64, &engines) < 0)
-				cli_die(EXIT_USAGE, "--engines: expected 0 to 64, got '%s'",
-					optarg);
-			break;
-		case 'a':
-			if (cli_parse_uint(optarg, 0, 4096, &readahead) < 0)
-				cli_die(EXIT_USAGE,
-					"--readahead: expected 0 to 4096 units, got '%s'", optarg);
-			break;
-		case 'V':
-			job.verify = 1;
-			break;
-		case 'A':
-			job.allow_swap = 1;
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'h':
-			fputs(pageout_usage, stdout);
-			return 0;
-		default:
-			fputs(pageout_usage, stderr);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc)
-		cli_die(EXIT_USAGE, "unexpected argument '%s' (the image is given with --image)",
-			argv[optind]);
-	n_units = cli_parse_units(unit_arg, units, MAX_LIST);
-	n_codecs = cli_split_list(codec_arg, codec_names, MAX_LIST);
-	n_backends = cli_split_list(backend_arg, backend_names, 2);
-	n_swapin = cli_split_list(swapin_arg, swapin_names, 2);
-	n_modes = cli_split_list(mode_arg, mode_names, 2);
-	if (n_codecs < 0 || n_backends < 0 || n_swapin < 0 || n_modes < 0)
-		cli_die(EXIT_USAGE,
-			"--codec (at most %d), --backend, --swapin, --mode (at most 2 "
-			"each): comma-separated lists",
-			MAX_LIST);
-	for (int i = 0; i < n_units; i++)
-		max_unit = units[i] > max_unit ? units[i] : max_unit;
+	cfgs = calloc((size_t)(codecs->n * units->n * backends->n * swapins->n * modes->n *
+			       engines->n * ra->n),
+		      sizeof(*cfgs));
+	if (!cfgs)
+		cli_die(1, "out of memory");
+	for (int i = 0; i < units->n; i++)
+		max_unit = units->num[i] > max_unit ? units->num[i] : max_unit;
 	job.size = (job.size + max_unit - 1) / max_unit * max_unit;
-	for (int b = 0; b < n_backends; b++) {
-		if (strcmp(backend_names[b], "zfolio") && strcmp(backend_names[b], "kernel"))
-			cli_die(EXIT_USAGE, "--backend: expected zfolio or kernel, got '%s'",
-				backend_names[b]);
-		want_kernel |= !strcmp(backend_names[b], "kernel");
-	}
-	for (int i = 0; i < n_swapin; i++) {
-		if (strcmp(swapin_names[i], "whole") && strcmp(swapin_names[i], "per-page"))
-			cli_die(EXIT_USAGE, "--swapin: expected whole or per-page, got '%s'",
-				swapin_names[i]);
-	}
-	for (int i = 0; i < n_modes; i++) {
-		if (strcmp(mode_names[i], "thread") && strcmp(mode_names[i], "sigbus"))
-			cli_die(EXIT_USAGE, "--mode: expected thread or sigbus, got '%s'",
-				mode_names[i]);
-	}
-	if (image_path && strcmp(image_path, "sample") && access(image_path, R_OK))
-		cli_die(EXIT_USAGE, "%s: %s", image_path, strerror(errno));
+	job.label_engines = engines->n > 1;
+	job.label_readahead = ra->n > 1;
+	for (int b = 0; b < backends->n; b++)
+		want_kernel |= !strcmp(backends->str[b], "kernel");
+	cli_check_images(&a->v[OPT_IMAGE]);
 
-	/* Runs in table order: for each codec and unit, the backends one after the other. */
-	for (int k = 0; k < n_codecs; k++) {
+	/*
+	 * Runs in table order: for each codec and unit, the backends one after the other.
+	 * The kernel takes none of zfolio's fault modes, engines or readahead: one run each.
+	 */
+	for (int k = 0; k < codecs->n; k++) {
+		const char *codec = codecs->str[k];
 		const zf_codec *zc = NULL;
-		const int zfolio_has = zf_codec_find(codec_names[k], &zc) == 0,
-			  kernel_has = want_kernel && pageout_kernel_has_codec(codec_names[k]);
+		const int zfolio_has = zf_codec_find(codec, &zc) == 0,
+			  kernel_has = want_kernel && pageout_kernel_has_codec(codec);
 
 		if (!zfolio_has && !kernel_has)
-			cli_die(EXIT_USAGE, "--codec %s: neither %s has it (zfolio: %s)",
-				codec_names[k], want_kernel ? "backend" : "zfolio",
-				zf_codec_algorithms());
-		for (int u = 0; u < n_units; u++) {
-			for (int b = 0; b < n_backends; b++) {
-				const int kernel = !strcmp(backend_names[b], "kernel");
+			cli_die(EXIT_USAGE, "--codec %s: neither %s has it (zfolio: %s)", codec,
+				want_kernel ? "backend" : "zfolio", zf_codec_algorithms());
+		for (int u = 0; u < units->n; u++) {
+			for (int b = 0; b < backends->n; b++) {
+				const int kernel = !strcmp(backends->str[b], "kernel");
 
-				for (int w = 0; w < n_swapin; w++) {
-					const int per_page = !strcmp(swapin_names[w], "per-page");
+				for (int w = 0; w < swapins->n; w++) {
+					const int per_page = !strcmp(swapins->str[w], "per-page");
+					char ub[16];
 
-					for (int m = 0; m < (kernel ? 1 : n_modes); m++) {
-						struct pageout_config *c = &cfgs[n_cfgs];
-						char ub[16];
+					if (kernel && per_page) {
+						fprintf(stderr,
+							"zfolio: note: kernel, %s: the kernel "
+							"chooses "
+							"its swap-in; only 'whole' is run\n",
+							codec);
+						continue;
+					}
+					if (kernel ? !kernel_has : !zfolio_has) {
+						fprintf(stderr,
+							"zfolio: note: %s has no codec %s: skipped "
+							"at "
+							"%s\n",
+							backends->str[b], codec,
+							cli_format_unit(units->num[u], ub,
+									sizeof(ub)));
+						continue;
+					}
+					for (int m = 0; m < (kernel ? 1 : modes->n); m++) {
+						for (int e = 0; e < (kernel ? 1 : engines->n);
+						     e++) {
+							for (int r = 0; r < (kernel ? 1 : ra->n);
+							     r++) {
+								struct pageout_config *c =
+									&cfgs[n_cfgs++];
 
-						if (kernel && per_page) {
-							fprintf(stderr,
-								"zfolio: note: kernel, %s: the "
-								"kernel "
-								"chooses its swap-in; only 'whole' "
-								"is "
-								"run\n",
-								codec_names[k]);
-							continue;
+								c->backend =
+									kernel ? BACKEND_KERNEL
+									       : BACKEND_ZFOLIO;
+								c->unit = units->num[u];
+								c->codec = codec;
+								c->swapin =
+									per_page
+										? ZF_SWAPIN_PER_PAGE
+										: ZF_SWAPIN_WHOLE;
+								c->mode_name = modes->str[m];
+								c->mode = strcmp(modes->str[m],
+										 "sigbus")
+										  ? ZF_FAULT_THREAD
+										  : ZF_FAULT_SIGBUS;
+								c->engines =
+									(unsigned)engines->num[e];
+								c->readahead = (unsigned)ra->num[r];
+							}
 						}
-						if (kernel ? !kernel_has : !zfolio_has) {
-							fprintf(stderr,
-								"zfolio: note: %s has no codec %s: "
-								"skipped at %s\n",
-								backend_names[b], codec_names[k],
-								cli_format_unit(units[u], ub,
-										sizeof(ub)));
-							continue;
-						}
-						memset(c, 0, sizeof(*c));
-						c->backend =
-							kernel ? BACKEND_KERNEL : BACKEND_ZFOLIO;
-						c->unit = units[u];
-						c->codec = codec_names[k];
-						c->swapin = per_page ? ZF_SWAPIN_PER_PAGE
-								     : ZF_SWAPIN_WHOLE;
-						c->mode_name = mode_names[m];
-						c->mode = strcmp(mode_names[m], "sigbus")
-								  ? ZF_FAULT_THREAD
-								  : ZF_FAULT_SIGBUS;
-						c->engines = (unsigned)engines;
-						c->readahead = (unsigned)readahead;
-						n_cfgs++;
 					}
 				}
 			}
@@ -716,6 +643,7 @@ int cmd_pageout(int argc, char **argv)
 		free(res[i].counters);
 	}
 	free(res);
+	free(cfgs);
 	munmap((void *)job.data, job.size);
 	zf_image_close(img);
 	return 0;

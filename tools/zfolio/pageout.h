@@ -34,9 +34,10 @@ struct pageout_job {
 	const char *image; /* its name, for messages */
 	const uint8_t *data; /* size bytes: the image cut or tiled */
 	uint64_t size;
-	int iterations; /* timed ones, after one untimed */
+	int iterations; /* timed ones, after one untimed (--repeat) */
 	int verify; /* compare every byte after every iteration */
 	int allow_swap; /* kernel: run beside swap devices already active */
+	int label_engines, label_readahead; /* several were asked for: name them in labels */
 };
 
 struct pageout_result {
