@@ -1,8 +1,8 @@
 /* Description: "zfolio capture" on a live child process with known memory: every
  * patterned page is in the image, untouched address space is not, zero and same-filled
- * pages are counted, .zst output round-trips, --max keeps evenly spaced 2 MiB runs, a
- * missing PID is a usage error, and a failed capture leaves no file and no stopped
- * process behind.
+ * pages are counted (--json: one line in the shape of the other commands' JSON), .zst
+ * output round-trips, --max keeps evenly spaced 2 MiB runs, a missing PID is a usage
+ * error, and a failed capture leaves no file and no stopped process behind.
  *
  * The child maps NPAT pages of distinct pseudo-random content (word 0 is cookie + index,
  * so a page is found in the image by its first word and verified whole), NZERO zero
@@ -355,6 +355,10 @@ static int test_default(zf_image **raw_out)
 		     json_u64(r.out, "eligible_pages"), json_u64(r.out, "unreadable_pages"), pages);
 	if (json_u64(r.out, "mappings") == UINT64_MAX || json_u64(r.out, "pid") != (uint64_t)target)
 		fail("--json lacks mappings or pid: %s", r.out);
+	/* The shape of the other commands' JSON: one line, "bench" first, no spaces. */
+	if (strncmp(r.out, "{\"bench\":\"capture\",\"pid\":", 25) || strstr(r.out, "\": ") ||
+	    strstr(r.out, ", \"") || strchr(r.out, '\n') != r.out + strlen(r.out) - 1)
+		fail("--json is not one line of {\"bench\":\"capture\",\"pid\":...}: %s", r.out);
 	*raw_out = img;
 	return 0;
 }

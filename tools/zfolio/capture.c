@@ -95,7 +95,8 @@ static const struct cli_command capture_cmd = {
 		 "shared and unreadable mappings and [vvar]/[vdso]/[vsyscall] are skipped.\n",
 	.notes = "Reading another process's memory needs ptrace access to it: root (CAP_SYS_PTRACE),\n"
 		 "or the same user when /proc/sys/kernel/yama/ptrace_scope allows it (0; 1 only for\n"
-		 "descendants). Pages that cannot be read are skipped and counted.\n"
+		 "descendants). Pages that cannot be read are skipped and counted. --json: the\n"
+		 "summary as one object, {\"bench\":\"capture\",\"pid\":...}.\n"
 		 "\n"
 		 "exit status: 0 done, 1 the capture failed, 2 bad usage, no such process or nothing\n"
 		 "to dump, 77 no permission to read the process.\n",
@@ -626,14 +627,20 @@ static void print_summary(const struct capture *c, int all, uint64_t file_bytes,
 	const uint64_t bytes = c->pages * ZF_PAGE_SIZE;
 
 	if (json) {
-		printf("{\"pid\": %d, \"pages\": %" PRIu64 ", \"bytes\": %" PRIu64
-		       ", \"zero_pages\": %" PRIu64 ", \"same_filled_pages\": %" PRIu64
-		       ", \"unreadable_pages\": %" PRIu64 ", \"mappings\": %u"
-		       ", \"mappings_skipped\": %u, \"eligible_pages\": %" PRIu64 ", \"file\": ",
-		       (int)c->pid, c->pages, bytes, c->zero_pages, c->same_filled_pages,
-		       c->unreadable_pages, c->mappings, c->mappings_skipped, c->eligible_pages);
+		/* One line in the shape of the other commands' JSON. */
+		printf("{\"bench\":\"capture\",\"pid\":%d", (int)c->pid);
+		cli_json_u64("pages", c->pages);
+		cli_json_u64("bytes", bytes);
+		cli_json_u64("zero_pages", c->zero_pages);
+		cli_json_u64("same_filled_pages", c->same_filled_pages);
+		cli_json_u64("unreadable_pages", c->unreadable_pages);
+		cli_json_u64("mappings", c->mappings);
+		cli_json_u64("mappings_skipped", c->mappings_skipped);
+		cli_json_u64("eligible_pages", c->eligible_pages);
+		printf(",\"file\":");
 		cli_json_string(stdout, c->path);
-		printf(", \"file_bytes\": %" PRIu64 "}\n", file_bytes);
+		cli_json_u64("file_bytes", file_bytes);
+		printf("}\n");
 		return;
 	}
 	printf("process %d: %u private anonymous mappings used, %u other mappings skipped\n",
