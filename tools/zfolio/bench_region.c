@@ -100,28 +100,10 @@ struct result {
 	char *counters; /* zf_region_stats_text() at the end, malloc()ed */
 };
 
-static uint64_t rng_next(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
-/* The byte of page i read in round k: a different place in each page and round. */
+/* The byte of page i read in round k (-1: the untimed one). */
 static inline size_t touch_offset(uint64_t i, int k)
 {
-	return (size_t)(((uint32_t)i * 2654435761u + (uint32_t)(k + 1) * 40503u) >> 20);
-}
-
-/* The image's pages repeated end to end (or cut) to fill dst[0..size). */
-static void tile(uint8_t *dst, uint64_t size, const uint8_t *img, uint64_t img_size)
-{
-	for (uint64_t off = 0; off < size; off += img_size) {
-		const uint64_t n = size - off < img_size ? size - off : img_size;
-
-		memcpy(dst + off, img, n);
-	}
+	return cli_touch_offset(i, (uint32_t)(k + 1));
 }
 
 /*
@@ -229,8 +211,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 	uint64_t nlat = 0, x = 0x9e3779b97f4a7c15ull;
 	zf_region *r;
 	uint8_t *base;
-	size_t text_len;
-	char ub[16], probe[1];
+	char ub[16];
 
 	memset(res, 0, sizeof(*res));
 	res->cfg = *c;
@@ -306,7 +287,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 			mismatch(image, c, base, data, 0, size, k, repeat);
 		}
 		for (int j = 0; j < CHECK_PAGES; j++) {
-			const uint64_t off = rng_next(&x) % pages * ZF_PAGE_SIZE;
+			const uint64_t off = cli_xorshift(&x) % pages * ZF_PAGE_SIZE;
 
 			if (memcmp(base + off, data + off, ZF_PAGE_SIZE))
 				mismatch(image, c, base, data, off, ZF_PAGE_SIZE, k, repeat);
@@ -339,11 +320,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 	res->service_p99_us = hist_quantile_ns(res->d.fault_lat, 99, 100) / 1e3;
 	res->service_p999_us = hist_quantile_ns(res->d.fault_lat, 999, 1000) / 1e3;
 
-	text_len = zf_region_stats_text(r, probe, sizeof(probe)) + 1;
-	res->counters = malloc(text_len);
-	if (!res->counters)
-		cli_die(1, "out of memory");
-	zf_region_stats_text(r, res->counters, text_len);
+	res->counters = cli_region_stats_text(r);
 
 	zf_region_destroy(r);
 	free(lat);
@@ -490,7 +467,7 @@ int bench_region(int argc, char **argv)
 		zf_image *img = cli_open_image(images->str[ii]);
 		const char *name = zf_image_name(img);
 
-		tile(data, size, zf_image_data(img), zf_image_size(img));
+		cli_tile(data, size, img);
 		for (int ci = 0; ci < codec_names->n; ci++) {
 			for (int i = 0; i < n_cfgs; i++) {
 				struct result r;

@@ -363,14 +363,6 @@ static double get_range(zf_store *s, uint8_t *dst, uint64_t from, uint64_t end, 
 	return cli_now() - t0;
 }
 
-static uint64_t rng_next(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 /* gets timed single-unit gets at random units; their p50 and p99 in microseconds. */
 static void get_latency(zf_store *s, const uint8_t *data, uint64_t bytes, uint64_t unit, int gets,
 			double *p50, double *p99)
@@ -382,7 +374,7 @@ static void get_latency(zf_store *s, const uint8_t *data, uint64_t bytes, uint64
 	if (!us || !buf)
 		cli_die(1, "out of memory");
 	for (int k = 0; k < gets; k++) {
-		const uint64_t u = rng_next(&x) % (bytes / unit);
+		const uint64_t u = cli_xorshift(&x) % (bytes / unit);
 		const double t0 = cli_now();
 		const int ret = zf_store_get(s, 1, u * unit / ZF_PAGE_SIZE, buf, unit);
 
@@ -606,8 +598,7 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 static void print_json(const struct result *r)
 {
 	const zf_store_stats *st = &r->st;
-	char fb[16], ub[16], text[sizeof(r->counters)], *line, *save = NULL;
-	const char *sep = "";
+	char fb[16], ub[16];
 
 	printf("{\"bench\":\"store\",\"image\":");
 	cli_json_string(stdout, r->image);
@@ -644,19 +635,9 @@ static void print_json(const struct result *r)
 		cli_json_num("put_speedup", r->speedup, 3);
 		cli_json_num("speedup_of_ceiling", r->speedup / r->ceiling, 3);
 	}
-	/* The counters, as zf_store_stats_text() names them: "name value" lines. */
-	printf(",\"counters\":{");
-	memcpy(text, r->counters, sizeof(text));
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *space = strchr(line, ' ');
-
-		if (!space)
-			continue;
-		*space = '\0';
-		printf("%s\"%s\":%s", sep, line, space + 1);
-		sep = ",";
-	}
-	printf("}}\n");
+	/* The counters, as zf_store_stats_text() names them. */
+	cli_json_counters(r->counters);
+	printf("}\n");
 }
 
 static void print_header(void)

@@ -796,6 +796,27 @@ double cli_percentile(double *v, int n, double p)
 	return v[rank < 1 ? 0 : rank > n ? n - 1 : rank - 1];
 }
 
+void cli_tile(uint8_t *dst, uint64_t size, const zf_image *img)
+{
+	const uint8_t *src = zf_image_data(img);
+	const uint64_t n = zf_image_size(img);
+
+	for (uint64_t off = 0; off < size; off += n)
+		memcpy(dst + off, src, size - off < n ? size - off : n);
+}
+
+char *cli_region_stats_text(zf_region *r)
+{
+	char probe[1];
+	const size_t len = zf_region_stats_text(r, probe, sizeof(probe)) + 1;
+	char *text = malloc(len);
+
+	if (!text)
+		cli_die(1, "out of memory");
+	zf_region_stats_text(r, text, len);
+	return text;
+}
+
 void cli_check_images(const struct cli_value *images)
 {
 	for (int i = 0; i < images->n; i++) {

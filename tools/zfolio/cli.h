@@ -168,6 +168,29 @@ double cli_percentile(double *v, int n, double p);
 zf_image *cli_open_image(const char *path);
 /* Exits with code 2 naming the first of --image's files that cannot be read. */
 void cli_check_images(const struct cli_value *images);
+/* Fills dst[0..size) with the image's pages, repeated end to end when it is smaller. */
+void cli_tile(uint8_t *dst, uint64_t size, const zf_image *img);
+
+/* xorshift64: the next of a small, fast, repeatable sequence (*x must not be 0). */
+static inline uint64_t cli_xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/*
+ * The byte of page i that a swap-in pass reads, for a pass numbered salt: a different
+ * place in each page and pass. Inline: the timed loops call it for every page.
+ */
+static inline size_t cli_touch_offset(uint64_t i, uint32_t salt)
+{
+	return (size_t)(((uint32_t)i * 2654435761u + salt * 40503u) >> 20);
+}
+
+/* zf_region_stats_text() in a buffer of its own (malloc()ed); exits when out of memory. */
+char *cli_region_stats_text(zf_region *r);
 
 /* The subcommands. Each takes its own argv (argv[0] is the subcommand name). */
 int cmd_bench(int argc, char **argv);

@@ -78,10 +78,10 @@ static const struct {
 	{ "zstd", 186585, 85035, 118533, 46558 },
 };
 
-/* The byte of page i read in iteration k: a different place in each page and iteration. */
+/* The byte of page i read in iteration k (-1: the warm-up). */
 static inline size_t touch_offset(uint64_t i, int k)
 {
-	return (size_t)(((uint32_t)i * 2654435761u + (uint32_t)(k + 2) * 40503u) >> 20);
+	return cli_touch_offset(i, (uint32_t)(k + 2));
 }
 
 static int touch(const struct pageout_job *job, const volatile uint8_t *mem, int iteration)
@@ -138,12 +138,8 @@ static void check(const struct pageout_job *job, const struct pageout_config *c,
 		return;
 	}
 	for (int j = 0; j < CHECK_PAGES; j++) {
-		uint64_t off;
+		const uint64_t off = cli_xorshift(&x) % pages * ZF_PAGE_SIZE;
 
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		off = x % pages * ZF_PAGE_SIZE;
 		if (memcmp(mem + off, job->data + off, ZF_PAGE_SIZE))
 			mismatch(job, c, mem, off, ZF_PAGE_SIZE, iteration);
 	}
@@ -477,14 +473,11 @@ static int default_engines(void)
 }
 
 /* The image cut or tiled to size bytes, in a buffer of its own. */
-static uint8_t *load_data(zf_image *img, uint64_t size)
+static uint8_t *load_data(const zf_image *img, uint64_t size)
 {
 	uint8_t *data = cli_map_buffer(size);
-	const uint8_t *src = zf_image_data(img);
-	const uint64_t n = zf_image_size(img);
 
-	for (uint64_t off = 0; off < size; off += n)
-		memcpy(data + off, src, size - off < n ? size - off : n);
+	cli_tile(data, size, img);
 	return data;
 }
 

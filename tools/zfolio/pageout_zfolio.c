@@ -38,20 +38,6 @@ void pageout_zfolio_check(const struct pageout_job *job, const struct pageout_co
 	zf_region_destroy(new_region(&one, c));
 }
 
-static void add_counters(char **text, zf_region *r)
-{
-	size_t len;
-	char probe[1], *all;
-
-	len = zf_region_stats_text(r, probe, sizeof(probe)) + 1;
-	all = malloc(len);
-	if (!all)
-		cli_die(1, "out of memory");
-	zf_region_stats_text(r, all, len);
-	free(*text);
-	*text = all;
-}
-
 void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 {
 	const struct pageout_config *c = &res->cfg;
@@ -104,6 +90,7 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 		res->split_load_us = (double)(st1.swapin_load_ns - st0.swapin_load_ns) / n;
 		res->split_place_us = (double)(st1.swapin_place_ns - st0.swapin_place_ns) / n;
 	}
-	add_counters(&res->counters, r);
+	free(res->counters);
+	res->counters = cli_region_stats_text(r);
 	zf_region_destroy(r);
 }
