@@ -691,13 +691,31 @@ int bench_store(int argc, char **argv)
 			       *engines = &a->v[OPT_ENGINES];
 	const int repeat = (int)a->v[OPT_REPEAT].num[0], gets = (int)a->v[OPT_GETS].num[0],
 		  json = a->v[OPT_JSON].n;
-	struct config layout[CLI_VALUES_MAX] = { { 0 } };
+	struct config *cfgs = calloc((size_t)(layouts->n * folios->n * engines->n), sizeof(*cfgs));
+	int n_cfgs = 0;
 
-	/* Every value checked before any output. */
-	for (int li = 0; li < layouts->n; li++)
-		parse_layout(layouts->str[li], &layout[li]);
+	if (!cfgs)
+		cli_die(1, "out of memory");
+	/*
+	 * Every value checked before any output; the configurations in table order. The
+	 * table names a row by its image, codec, layout, folio and engines, so --inflight
+	 * and --get, which say how every row is run, take one value.
+	 */
 	for (int ci = 0; ci < codecs->n; ci++)
 		cli_find_codec(codecs->str[ci]);
+	for (int li = 0; li < layouts->n; li++) {
+		for (int fi = 0; fi < folios->n; fi++) {
+			for (int ei = 0; ei < engines->n; ei++) {
+				struct config *c = &cfgs[n_cfgs++];
+
+				parse_layout(layouts->str[li], c);
+				c->folio = folios->num[fi];
+				c->engines = (unsigned)engines->num[ei];
+				c->inflight = (unsigned)a->v[OPT_INFLIGHT].num[0];
+				c->get_units = !strcmp(a->v[OPT_GET].str[0], "unit");
+			}
+		}
+	}
 
 	if (!json)
 		print_header();
@@ -714,31 +732,23 @@ int bench_store(int argc, char **argv)
 		for (int ci = 0; ci < codecs->n; ci++) {
 			const zf_codec *codec = cli_find_codec(codecs->str[ci]);
 
-			for (int li = 0; li < layouts->n; li++) {
-				for (int fi = 0; fi < folios->n; fi++) {
-					for (int ei = 0; ei < engines->n; ei++) {
-						struct config c = layout[li];
-						struct result r;
+			for (int i = 0; i < n_cfgs; i++) {
+				struct result r;
 
-						c.folio = folios->num[fi];
-						c.engines = (unsigned)engines->num[ei];
-						c.inflight = (unsigned)a->v[OPT_INFLIGHT].num[0];
-						c.get_units = !strcmp(a->v[OPT_GET].str[0], "unit");
-						run_config(name, codec, zf_image_data(img), bytes,
-							   &c, repeat, gets, back, &r);
-						cli_progress_done();
-						if (json)
-							print_json(&r);
-						else
-							print_row(&r);
-						fflush(stdout);
-						free(r.put_of_pass);
-					}
-				}
+				run_config(name, codec, zf_image_data(img), bytes, &cfgs[i], repeat,
+					   gets, back, &r);
+				cli_progress_done();
+				if (json)
+					print_json(&r);
+				else
+					print_row(&r);
+				fflush(stdout);
+				free(r.put_of_pass);
 			}
 		}
 		munmap(back, bytes);
 		zf_image_close(img);
 	}
+	free(cfgs);
 	return 0;
 }
