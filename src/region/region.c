@@ -2,20 +2,8 @@
  * region.c - transparent compressed swap of a program's memory through userfaultfd.
  *
  * A region is an anonymous mapping registered with a userfaultfd in MISSING and WP modes.
- * Each unit (4 KiB..2 MiB) has one 32-bit state word, changed only by compare-and-swap:
- *
- *   EMPTY --first touch: zero page--> RESIDENT --evict--> EVICTING --stored, dropped--> EVICTED
- *     ^                                 ^  |                   |                          |
- *     |                                 |  +--store refused----+                          |
- *     +--- madvise(DONTNEED) ---        +------------- LOADING <---- fault / readahead ---+
- *
- * Whoever moves a unit into EVICTING or LOADING owns it until it moves it out; everybody
- * else waits (F_WAIT): a fault-service thread leaves the fault unanswered (the faulting
- * thread stays asleep in the kernel) and the owner wakes the unit's range (UFFDIO_WAKE)
- * when done; a SIGBUS-mode fault sleeps on the state word (futex). So a unit is
- * decompressed once however many threads fault on it, and the service threads never
- * block: they must keep reading the userfaultfd, because the kernel holds madvise() and
- * munmap() callers - our own evictions among them - until their event has been read.
+ * Each unit (4 KiB..2 MiB) has one 32-bit state word, changed only by compare-and-swap
+ * (the state machine and who owns a unit: region_internal.h).
  *
  * Eviction (invariant 1, no lost write): claim the units (RESIDENT -> EVICTING),
  * write-protect them (UFFDIO_WRITEPROTECT), find holes (mincore: pages never touched or
@@ -31,9 +19,6 @@
  * never held, on its other pages too). Our own MADV_DONTNEED raises a REMOVE event like
  * the program's would: the evictor publishes the exact range it drops and the service
  * thread takes the first REMOVE of that range as ours (drop_pages()).
- * Lock order: evict_lock (one evictor at a time), then read_lock (exclusive to read and
- * handle events, shared around a swap-in's copy), then the store's locks. Nobody waits
- * on a unit's state word while holding read_lock.
  *
  * Swap-in: a fault on an EVICTED unit claims it (LOADING), reads the whole unit from the
  * store (decompressed once), places it with one UFFDIO_COPY (which wakes every thread
@@ -78,191 +63,23 @@
  * the default SIGBUS disposition in SIGBUS mode; never a page of zeros.
  */
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "../common/common.h"
-#include "../store/store.h"
-#include "uffd_compat.h"
+#include "region_internal.h"
 
-#define RG_PAGE ZF_PAGE_SIZE
 #define RG_MAX_REGIONS 64 /* regions a SIGBUS handler can find */
-#define RG_SIG_CTXS 16 /* fault contexts for SIGBUS-mode faults in flight */
 #define RECLAIM_RETRIES 20u /* empty reclaim batches, 0.2 ms apart, before faults go over */
-/*
- * Bytes an eviction claims and protects at once, and folios it has compressing at once:
- * the engines go idle only between chunks (python 64k, 100 MiB, three alternating runs:
- * chunks of 8 MiB put out in 74-80 ms, of 32 MiB in 72-73 ms). The price: a fault on a
- * claimed unit waits until its folio is stored, up to a chunk's compression (~20 ms).
- */
-#define RG_CHUNK ((size_t)32 << 20)
 #define RG_PUTS_INFLIGHT 3u
 #define RG_MSGS 16 /* messages read at once */
-#define RG_DEFERRED 256 /* events waiting for units in transition */
 #define RG_ZAP_WAIT_NS 100000000u /* how long a REMOVE waits for the program's zap */
 
-/* The state word of a unit. */
-enum unit_state {
-	ST_EMPTY = 0, /* never touched, or dropped by the program: reads as zeros */
-	ST_RESIDENT = 1,
-	ST_EVICTING = 2,
-	ST_EVICTED = 3,
-	ST_LOADING = 4,
-	ST_GONE = 5, /* unmapped or moved away by the program */
-};
-#define ST_MASK 7u
-#define F_REF (1u << 3) /* referenced since the clock hand last passed */
-#define F_WAIT (1u << 4) /* somebody waits for the owner of the transition */
-#define F_CLEAN (1u << 5) /* the store keeps a copy; the pages are write-protected */
-#define F_COLD (1u << 6) /* ZF_ADV_COLD */
-#define F_RA (1u << 7) /* brought in by readahead, not yet passed by the faults */
-#define F_EVENT (1u << 8) /* an event waits for the transition to end */
-#define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
-#define F_HOT (1u << 10) /* ZF_ADV_HOT: one more pass of the clock hand */
-#define F_TORN (1u << 11) /* a page dropped while the eviction read the unit (serve()) */
-
-struct fault_ctx {
-	struct store_reader *reader;
-	uint8_t *buf; /* a unit */
-	int in_signal; /* a SIGBUS handler's: no logging (the program's log sink may lock) */
-	int service; /* a service thread's: it must never wait for an event to be read */
-};
-
-struct deferred {
-	struct uffd_msg msg;
-	uint64_t since; /* when it was read, ns */
-};
-
-struct counters {
-	_Atomic uint64_t swpout, swpin, pgmajfault, pgfault_zero, wp_faults, fault_waits,
-		limit_waits, evict_pageout, evict_reclaim, reject, evict_torn, clean_kept,
-		clean_evict, clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap,
-		copy_eagain, copy_eexist, fault_fail, resident_max;
-	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
-	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
-	_Atomic uint64_t fault_ns, swapin_load_ns, swapin_place_ns; /* sums, see zfolio.h */
-};
-
-struct zf_region {
-	uint8_t *base;
-	size_t size;
-	uint32_t unit, unit_pages, order;
-	uint64_t nunits;
-	uint32_t owner;
-	zf_store *store;
-	int own_store;
-	zf_region_options o;
-	int uffd;
-	uint64_t features;
-	_Atomic uint32_t *state;
-
-	/* Residency: units resident (or being loaded), and the limit in units. */
-	_Atomic uint64_t resident;
-	uint64_t limit_units, batch_units;
-	_Atomic uint32_t resident_seq; /* futex: bumped when reclaim made room */
-	_Atomic int admit_over; /* reclaim found nothing to evict: let faults through */
-
-	/* Eviction: one evictor at a time (pageout callers, the reclaim thread). */
-	pthread_mutex_t evict_lock;
-	uint64_t hand; /* clock hand, under evict_lock */
-	uint8_t *stage; /* a unit, for units with holes; under evict_lock */
-	struct fault_ctx evict_ctx; /* reads a partly swapped-in unit's copy; under evict_lock */
-	/*
-	 * The eviction's snapshot: mincore() of the units [snap_first, snap_first + snap_n)
-	 * after they were write-protected. A page present then and missing now was dropped
-	 * by the program meanwhile; the evictor (or an engine) reading it must not wait for
-	 * the eviction it is part of: serve() gives it a zero page, write-protected.
-	 */
-	unsigned char *snap;
-	_Atomic uint64_t snap_first, snap_n;
-	/* Our own MADV_DONTNEED (drop_pages()), under read_lock: its range, not yet seen. */
-	uintptr_t self_start, self_len;
-	int self_pending;
-	_Atomic uint64_t cold_units;
-
-	/* Service threads. */
-	int stop_fd; /* eventfd: tells service threads to stop */
-	pthread_t *threads;
-	unsigned nthreads;
-	/*
-	 * Held exclusively to read messages and handle their events, shared by a swap-in
-	 * around its UFFDIO_COPY: the program's madvise() or munmap() goes on as soon as its
-	 * event is read, so a copy must either finish before the read (and the zap removes
-	 * it) or see the event's F_EVENT mark (and not happen). Without this a copy could
-	 * land after the zap and bring dropped data back.
-	 */
-	pthread_rwlock_t read_lock;
-	struct deferred deferred[RG_DEFERRED]; /* under read_lock */
-	unsigned ndeferred;
-	struct fault_ctx *thread_ctx; /* one per service thread */
-
-	/* SIGBUS mode. */
-	struct fault_ctx sig_ctx[RG_SIG_CTXS];
-	_Atomic uint32_t sig_free; /* bit i: sig_ctx[i] free */
-	int slot; /* in the registry, or -1 */
-
-	/* Reclaim and readahead threads. */
-	pthread_mutex_t bg_lock;
-	pthread_cond_t bg_cond;
-	int bg_stop, reclaim_kick;
-	_Atomic int bg_stopping; /* bg_stop, for the reclaimer's loop outside bg_lock */
-	uint64_t ra_next, ra_end; /* readahead wanted for [next, end), under bg_lock */
-	_Atomic uint64_t ra_last; /* the last unit a fault brought in, + 1 */
-	pthread_t reclaimer, reader;
-	int have_reclaimer, have_reader;
-	int want_reader; /* readahead on: set before the service threads start */
-	struct fault_ctx ra_ctx;
-	pthread_mutex_t advise_lock; /* for advise_ctx: ZF_ADV_HOT swap-ins */
-	struct fault_ctx advise_ctx;
-
-	_Atomic int dying; /* zf_region_destroy() has unregistered the memory */
-	/* REMAP events read and not yet handled: their new range is not served yet. */
-	_Atomic int remaps_pending;
-	_Atomic int remapped; /* memory ever moved out by mremap */
-	struct counters n;
-};
-
-/* -------------------------------------------------------------------------------- */
-/* Small helpers                                                                    */
-/* -------------------------------------------------------------------------------- */
-
 static void take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end);
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-#define INC(r, field) atomic_fetch_add_explicit(&(r)->n.field, 1, memory_order_relaxed)
-#define ADD(r, field, v) atomic_fetch_add_explicit(&(r)->n.field, (v), memory_order_relaxed)
-
-/* Bucket of a latency: two per power of two, from 1 ns. */
-static unsigned lat_bucket(uint64_t ns)
-{
-	unsigned b, i;
-
-	if (ns < 2)
-		return 0;
-	b = 63u - (unsigned)__builtin_clzll(ns);
-	i = 2 * b + (unsigned)((ns >> (b - 1)) & 1);
-	return i < ZF_REGION_LAT_BUCKETS ? i : ZF_REGION_LAT_BUCKETS - 1;
-}
 
 /* The upper bound of bucket i, in ns. */
 static uint64_t lat_upper(unsigned i)
@@ -272,135 +89,6 @@ static uint64_t lat_upper(unsigned i)
 	if (b == 0)
 		return 2;
 	return ((uint64_t)1 << b) + ((uint64_t)(i % 2 + 1) << (b - 1));
-}
-
-static void lat_record(zf_region *r, uint64_t t0)
-{
-	const uint64_t ns = now_ns() - t0;
-
-	atomic_fetch_add_explicit(&r->n.lat[lat_bucket(ns)], 1, memory_order_relaxed);
-	ADD(r, fault_ns, ns);
-}
-
-static void futex_wait(_Atomic uint32_t *word, uint32_t val)
-{
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-}
-
-static void futex_wake_all(_Atomic uint32_t *word)
-{
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-}
-
-static uint8_t *unit_addr(const zf_region *r, uint64_t u)
-{
-	return r->base + (u << (r->order + 12));
-}
-
-static uint64_t unit_index(const zf_region *r, uint64_t u)
-{
-	return u * r->unit_pages;
-}
-
-static int uffd_range(zf_region *r, unsigned long req, void *arg)
-{
-	return ioctl(r->uffd, req, arg) ? -errno : 0;
-}
-
-static void wake_range(zf_region *r, void *addr, size_t len)
-{
-	struct uffdio_range rg = { .start = (uintptr_t)addr, .len = len };
-
-	(void)uffd_range(r, UFFDIO_WAKE, &rg);
-}
-
-/* Write-protects (wp 1) or unprotects [addr, addr + len), retrying while the layout changes. */
-static int protect(zf_region *r, void *addr, size_t len, int wp)
-{
-	struct uffdio_writeprotect w = {
-		.range = { .start = (uintptr_t)addr, .len = len },
-		.mode = wp ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
-	};
-	int ret;
-
-	for (int tries = 0;; tries++) {
-		ret = uffd_range(r, UFFDIO_WRITEPROTECT, &w);
-		if (ret != -EAGAIN || tries > 1000)
-			return ret;
-		sched_yield();
-	}
-}
-
-/*
- * Claims unit u: moves it from state from to to (keeping its flags, minus clear, plus
- * set); 0, or -EAGAIN when it was not in from or an event holds it (F_EVENT).
- */
-static int unit_move(zf_region *r, uint64_t u, uint32_t from, uint32_t to, uint32_t clear,
-		     uint32_t set)
-{
-	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire);
-
-	do {
-		if ((old & ST_MASK) != from || (old & F_EVENT))
-			return -EAGAIN;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&r->state[u], &old, ((old & ~(ST_MASK | clear)) | set | to), memory_order_acq_rel,
-		memory_order_acquire));
-	return 0;
-}
-
-/*
- * Ends the transition of unit u (its owner calls it): state to, flags cleared and set;
- * wakes whoever waited (futex sleepers, and faults left unanswered on the range).
- */
-static void unit_release(zf_region *r, uint64_t u, uint32_t to, uint32_t clear, uint32_t set)
-{
-	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire), nw;
-
-	do
-		nw = (old & ~(ST_MASK | F_WAIT | clear)) | set | to;
-	while (!atomic_compare_exchange_weak_explicit(&r->state[u], &old, nw, memory_order_acq_rel,
-						      memory_order_acquire));
-	if (old & F_WAIT) {
-		futex_wake_all(&r->state[u]);
-		wake_range(r, unit_addr(r, u), r->unit);
-	}
-}
-
-/* Marks that somebody waits on unit u while it is in state st; 0, or -EAGAIN if it left st. */
-static int unit_wait_mark(zf_region *r, uint64_t u, uint32_t *seen)
-{
-	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire);
-
-	for (;;) {
-		const uint32_t st = old & ST_MASK;
-
-		if (st != ST_EVICTING && st != ST_LOADING && !(old & F_EVENT))
-			return -EAGAIN;
-		if (old & F_WAIT)
-			break;
-		if (atomic_compare_exchange_weak_explicit(&r->state[u], &old, old | F_WAIT,
-							  memory_order_acq_rel,
-							  memory_order_acquire)) {
-			old |= F_WAIT;
-			break;
-		}
-	}
-	*seen = old;
-	return 0;
-}
-
-static void resident_add(zf_region *r, int64_t units)
-{
-	const uint64_t now =
-		atomic_fetch_add_explicit(&r->resident, (uint64_t)units, memory_order_acq_rel) +
-		(uint64_t)units;
-	uint64_t max = atomic_load_explicit(&r->n.resident_max, memory_order_relaxed);
-
-	while (now > max &&
-	       !atomic_compare_exchange_weak_explicit(&r->n.resident_max, &max, now,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -479,49 +167,12 @@ static int zero_fill(zf_region *r, uint8_t *addr, size_t len)
 /* Residency limit and reclaim                                                      */
 /* -------------------------------------------------------------------------------- */
 
-static void reclaim_kick(zf_region *r)
+void region_reclaim_kick(zf_region *r)
 {
 	pthread_mutex_lock(&r->bg_lock);
 	r->reclaim_kick = 1;
 	pthread_cond_broadcast(&r->bg_cond);
 	pthread_mutex_unlock(&r->bg_lock);
-}
-
-/* Whether one more unit may come in now: resident stays within limit + one batch. */
-static int room_for_one(zf_region *r)
-{
-	if (!r->limit_units)
-		return 1;
-	if (atomic_load_explicit(&r->resident, memory_order_acquire) + 1 <=
-	    r->limit_units + r->batch_units)
-		return 1;
-	return atomic_load_explicit(&r->admit_over, memory_order_acquire);
-}
-
-/*
- * Takes room for one more unit (resident + 1), if the limit allows: the check and the
- * increment are one step, so concurrent faults cannot pass the limit together.
- */
-static int resident_reserve(zf_region *r)
-{
-	uint64_t cur = atomic_load_explicit(&r->resident, memory_order_acquire);
-
-	do {
-		if (r->limit_units && cur + 1 > r->limit_units + r->batch_units &&
-		    !atomic_load_explicit(&r->admit_over, memory_order_acquire))
-			return 0;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&r->resident, &cur, cur + 1, memory_order_acq_rel, memory_order_acquire));
-	resident_add(r, 0); /* the maximum */
-	return 1;
-}
-
-/* After a unit came in: past the limit, reclaim starts. */
-static void after_admit(zf_region *r)
-{
-	if (r->limit_units &&
-	    atomic_load_explicit(&r->resident, memory_order_relaxed) > r->limit_units)
-		reclaim_kick(r);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -1046,15 +697,6 @@ static void *reclaim_main(void *arg)
 /* Swap-in                                                                          */
 /* -------------------------------------------------------------------------------- */
 
-enum serve_result {
-	SERVED = 0,
-	WAIT = 1, /* another thread owns the unit: try again after it wakes us */
-	RETRY = 2, /* the layout is changing (EAGAIN): try again after the events are read */
-	FAILED = 3, /* cannot be served: fail closed */
-	GONE = 4, /* the range went away */
-	NOROOM = 5, /* at the residency limit: try again after reclaim */
-};
-
 /* Reads unit u from the store into buf: the whole unit, or one page (page >= 0). */
 static int load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page)
 {
@@ -1092,7 +734,7 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 	int ret;
 
 	if (!partial && !resident_reserve(r)) {
-		reclaim_kick(r);
+		region_reclaim_kick(r);
 		return NOROOM;
 	}
 	if (unit_move(r, u, ST_EVICTED, ST_LOADING, 0, 0)) {
@@ -1344,7 +986,7 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 	case ST_EMPTY:
 		/* Memory never written: zero pages, the whole unit at once. */
 		if (!resident_reserve(r)) {
-			reclaim_kick(r);
+			region_reclaim_kick(r);
 			INC(r, limit_waits);
 			return NOROOM;
 		}
@@ -1414,19 +1056,6 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 /* -------------------------------------------------------------------------------- */
 /* Events                                                                           */
 /* -------------------------------------------------------------------------------- */
-
-/* Units that [start, end) touches: [*u0, *u1). */
-static int units_of(zf_region *r, uintptr_t start, uintptr_t end, uint64_t *u0, uint64_t *u1)
-{
-	const uintptr_t lo = ZF_MAX(start, (uintptr_t)r->base);
-	const uintptr_t hi = ZF_MIN(end, (uintptr_t)(r->base + r->size));
-
-	if (lo >= hi)
-		return 0;
-	*u0 = (lo - (uintptr_t)r->base) >> (r->order + 12);
-	*u1 = ((hi - 1 - (uintptr_t)r->base) >> (r->order + 12)) + 1;
-	return 1;
-}
 
 /*
  * Takes units [u0, u1) for an event (F_EVENT: nobody can claim them, faults wait) and
