@@ -92,78 +92,6 @@ static uint64_t lat_upper(unsigned i)
 }
 
 /* -------------------------------------------------------------------------------- */
-/* Placing pages                                                                    */
-/* -------------------------------------------------------------------------------- */
-
-/*
- * UFFDIO_COPY of len bytes from src to dst, resuming after partial copies; a page that
- * is present already (a duplicate fault, served meanwhile) is skipped. Returns 0,
- * -EAGAIN (the layout is changing: an event is queued; the caller retries after it is
- * read), or -ENOENT/-ESRCH/-EINVAL (the range is gone).
- */
-static int place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		struct uffdio_copy c = { .dst = (uintptr_t)(dst + done),
-					 .src = (uintptr_t)(src + done),
-					 .len = len - done,
-					 .mode = wp ? UFFDIO_COPY_MODE_WP : 0 };
-		int ret = uffd_range(r, UFFDIO_COPY, &c);
-
-		/* c.copy is signed: a negative value is an error, not progress. */
-		if (c.copy > 0)
-			done += (size_t)c.copy;
-		if (!ret)
-			continue;
-		if (ret == -EAGAIN && c.copy > 0)
-			continue;
-		if (ret == -EEXIST) {
-			/* Some page of the range is there: place the rest page by page. */
-			INC(r, copy_eexist);
-			if (len - done <= RG_PAGE) {
-				wake_range(r, dst + done, RG_PAGE);
-				done += RG_PAGE;
-				continue;
-			}
-			for (size_t off = done; off < len; off += RG_PAGE) {
-				int pr = place(r, dst + off, src + off, RG_PAGE, wp);
-
-				if (pr && pr != -EEXIST)
-					return pr;
-			}
-			return 0;
-		}
-		if (ret == -EAGAIN)
-			INC(r, copy_eagain);
-		return ret;
-	}
-	return 0;
-}
-
-/*
- * Maps zero pages over [addr, addr + len). Over several pages, those present already
- * are skipped (and their waiters woken); a single page that is present is -EEXIST.
- */
-static int zero_fill(zf_region *r, uint8_t *addr, size_t len)
-{
-	struct uffdio_zeropage z = { .range = { .start = (uintptr_t)addr, .len = len } };
-	int ret = uffd_range(r, UFFDIO_ZEROPAGE, &z);
-
-	if (ret != -EEXIST || len == RG_PAGE)
-		return ret;
-	for (size_t off = 0; off < len; off += RG_PAGE) {
-		ret = zero_fill(r, addr + off, RG_PAGE);
-		if (ret == -EEXIST)
-			wake_range(r, addr + off, RG_PAGE);
-		else if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/* -------------------------------------------------------------------------------- */
 /* Residency limit and reclaim                                                      */
 /* -------------------------------------------------------------------------------- */
 
@@ -785,9 +713,9 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 	if (atomic_load_explicit(&r->state[u], memory_order_acquire) & F_EVENT)
 		ret = -EAGAIN; /* an event of the program came meanwhile: it goes first */
 	else if (per_page)
-		ret = place(r, unit_addr(r, u) + page * RG_PAGE, c->buf, RG_PAGE, 0);
+		ret = region_place(r, unit_addr(r, u) + page * RG_PAGE, c->buf, RG_PAGE, 0);
 	else
-		ret = place(r, unit_addr(r, u), c->buf, r->unit, r->o.keep_clean);
+		ret = region_place(r, unit_addr(r, u), c->buf, r->unit, r->o.keep_clean);
 	pthread_rwlock_unlock(&r->read_lock);
 	if (!ra)
 		ADD(r, swapin_place_ns, now_ns() - t1);
@@ -884,7 +812,7 @@ static void *readahead_main(void *arg)
 static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_t st,
 			uint32_t *clear)
 {
-	int ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
+	int ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
 
 	if (ret != -EEXIST)
 		return ret;
@@ -935,7 +863,7 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		 * the REMAP event has put the evicted data there. */
 		if (atomic_load(&r->remaps_pending))
 			return RETRY;
-		ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
+		ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
 		if (ret == -EEXIST)
 			ret = protect(r, page, RG_PAGE, 0);
 		return ret == -EAGAIN ? RETRY : SERVED;
@@ -957,7 +885,7 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		 * the unit's other pages too. The eviction does not keep such a unit.
 		 */
 		atomic_fetch_or_explicit(&r->state[u], F_TORN, memory_order_acq_rel);
-		ret = place(r, page, zero_page, RG_PAGE, 1);
+		ret = region_place(r, page, zero_page, RG_PAGE, 1);
 		if (ret != -EEXIST)
 			return ret == -EAGAIN ? RETRY : SERVED;
 	}
@@ -997,7 +925,7 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			resident_add(r, -1);
 			return RETRY;
 		}
-		ret = zero_fill(r, unit_addr(r, u), r->unit);
+		ret = region_zero_fill(r, unit_addr(r, u), r->unit);
 		pthread_rwlock_unlock(&r->read_lock);
 		if (ret == -EEXIST) {
 			/*
@@ -1024,7 +952,7 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		return SERVED;
 	case ST_GONE:
 		/* No longer ours to evict: plain memory. */
-		ret = wp > 0 ? -EEXIST : zero_fill(r, page, RG_PAGE);
+		ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
 		if (ret == -EEXIST)
 			ret = wp ? protect(r, page, RG_PAGE, 0) : (wake_range(r, page, RG_PAGE), 0);
 		return ret == -EAGAIN ? RETRY : SERVED;
@@ -1188,7 +1116,7 @@ static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintpt
 
 				if (p >= start && p < end)
 					continue;
-				ret = place(r, (uint8_t *)p, c->buf + (p - ua), RG_PAGE, 0);
+				ret = region_place(r, (uint8_t *)p, c->buf + (p - ua), RG_PAGE, 0);
 				if (ret == -EAGAIN)
 					return -EAGAIN;
 			}
@@ -1233,7 +1161,7 @@ static int event_remap(zf_region *r, struct fault_ctx *c, uintptr_t from, uintpt
 					(uint8_t *)(p >= from && p < from + len ? to + (p - from)
 										: p);
 
-				if (place(r, dst, c->buf + (p - ua), RG_PAGE, 0) == -EAGAIN)
+				if (region_place(r, dst, c->buf + (p - ua), RG_PAGE, 0) == -EAGAIN)
 					return -EAGAIN;
 			}
 		}
@@ -1730,44 +1658,6 @@ static void sigbus_unregister(zf_region *r)
 /* Creation and teardown                                                            */
 /* -------------------------------------------------------------------------------- */
 
-/* A userfaultfd: the system call, else /dev/userfaultfd, else user-mode faults only. */
-static int uffd_open(void)
-{
-	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-
-	if (fd >= 0)
-		return fd;
-	if (errno == EPERM) {
-		int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-
-		if (dev >= 0) {
-			fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-			close(dev);
-			if (fd >= 0)
-				return fd;
-		}
-		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-		if (fd >= 0)
-			return fd;
-	}
-	return -errno;
-}
-
-/* The features this kernel offers (a second UFFDIO_API on one fd is refused: probe apart). */
-static int uffd_probe(uint64_t *features)
-{
-	struct uffdio_api api = { .api = UFFD_API };
-	int fd = uffd_open(), ret = 0;
-
-	if (fd < 0)
-		return fd;
-	if (ioctl(fd, UFFDIO_API, &api))
-		ret = -errno;
-	close(fd);
-	*features = api.features;
-	return ret;
-}
-
 static int fault_ctx_init(zf_region *r, struct fault_ctx *c)
 {
 	TRY(store_reader_create(r->store, &c->reader));
@@ -1825,40 +1715,6 @@ static int region_setup_store(zf_region *r, zf_store *store)
 		TRY(zf_store_create(&so, &r->store));
 		r->own_store = 1;
 	}
-	return 0;
-}
-
-static int region_register(zf_region *r)
-{
-	const uint64_t want = UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP |
-			      UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_THREAD_ID |
-			      (r->o.fault_mode == ZF_FAULT_SIGBUS ? UFFD_FEATURE_SIGBUS : 0);
-	uint64_t have;
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = {
-		.range = { .start = (uintptr_t)r->base, .len = r->size },
-		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
-	};
-	const uint64_t need_ioctls = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) |
-				     (1ull << _UFFDIO_WAKE) | (1ull << _UFFDIO_WRITEPROTECT);
-
-	TRY(uffd_probe(&have));
-	if ((have & want) != want)
-		return -ENOTSUP;
-	api.features = want | (have & UFFD_FEATURE_POISON);
-	r->uffd = uffd_open();
-	if (r->uffd < 0)
-		return r->uffd;
-	if (ioctl(r->uffd, UFFDIO_API, &api))
-		return -errno;
-	r->features = api.features;
-	/* A huge page would fill "missing" pages behind our back (UFFD-PITFALLS 12). */
-	if (madvise(r->base, r->size, MADV_NOHUGEPAGE) || madvise(r->base, r->size, MADV_DONTFORK))
-		return -errno;
-	if (ioctl(r->uffd, UFFDIO_REGISTER, &reg))
-		return errno == EINVAL ? -ENOTSUP : -errno;
-	if ((reg.ioctls & need_ioctls) != need_ioctls)
-		return -ENOTSUP;
 	return 0;
 }
 
@@ -1977,7 +1833,7 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	if (!ret)
 		ret = region_setup_store(r, store);
 	if (!ret)
-		ret = region_register(r);
+		ret = region_uffd_register(r);
 	if (!ret)
 		ret = region_start(r);
 	if (ret)

@@ -405,4 +405,15 @@ static inline void after_admit(zf_region *r)
 		region_reclaim_kick(r);
 }
 
+/* -------------------------------------------------------------------------------- */
+/* Functions shared between the region's files                                      */
+/* -------------------------------------------------------------------------------- */
+
+/* Each is described where it is defined; grouped here by file. */
+
+/* region_uffd.c: the descriptor, placing pages. */
+int region_uffd_register(zf_region *r);
+int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp);
+int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
+
 #endif /* ZF_REGION_INTERNAL_H */

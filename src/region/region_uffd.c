@@ -1,0 +1,162 @@
+/*
+ * region_uffd.c - the region's userfaultfd: opening it, probing its features,
+ * registering the region's memory, and placing pages into it.
+ *
+ * Opening falls back from the system call to /dev/userfaultfd, then to user-mode-only
+ * faults (vm.unprivileged_userfaultfd=0 refuses the first to non-root users). Features
+ * are probed on a throwaway descriptor, since a second UFFDIO_API on one is refused; the
+ * region asks for the events (REMOVE, UNMAP, REMAP), the faulting thread's id (to tell
+ * zfolio's own readers apart, common/internal.c), SIGBUS mode when chosen, and POISON
+ * when the kernel has it (failing closed in thread mode).
+ *
+ * Placing pages: UFFDIO_COPY and UFFDIO_ZEROPAGE answer a fault and wake the threads
+ * waiting on the range. Their failures are part of the protocol, not errors: EEXIST
+ * means a page is there already (a duplicate fault, served meanwhile: the rest goes
+ * page by page and the page's waiters are woken), EAGAIN that the layout is changing
+ * (an event is queued: the caller retries once it is read), ENOENT/ESRCH that the range
+ * is gone.
+ */
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include "region_internal.h"
+
+/* A userfaultfd: the system call, else /dev/userfaultfd, else user-mode faults only. */
+static int uffd_open(void)
+{
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd >= 0)
+		return fd;
+	if (errno == EPERM) {
+		int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+
+		if (dev >= 0) {
+			fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+			close(dev);
+			if (fd >= 0)
+				return fd;
+		}
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+		if (fd >= 0)
+			return fd;
+	}
+	return -errno;
+}
+
+/* The features this kernel offers (a second UFFDIO_API on one fd is refused: probe apart). */
+static int uffd_probe(uint64_t *features)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	int fd = uffd_open(), ret = 0;
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, UFFDIO_API, &api))
+		ret = -errno;
+	close(fd);
+	*features = api.features;
+	return ret;
+}
+
+int region_uffd_register(zf_region *r)
+{
+	const uint64_t want = UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP |
+			      UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_THREAD_ID |
+			      (r->o.fault_mode == ZF_FAULT_SIGBUS ? UFFD_FEATURE_SIGBUS : 0);
+	uint64_t have;
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)r->base, .len = r->size },
+		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
+	};
+	const uint64_t need_ioctls = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) |
+				     (1ull << _UFFDIO_WAKE) | (1ull << _UFFDIO_WRITEPROTECT);
+
+	TRY(uffd_probe(&have));
+	if ((have & want) != want)
+		return -ENOTSUP;
+	api.features = want | (have & UFFD_FEATURE_POISON);
+	r->uffd = uffd_open();
+	if (r->uffd < 0)
+		return r->uffd;
+	if (ioctl(r->uffd, UFFDIO_API, &api))
+		return -errno;
+	r->features = api.features;
+	/* A huge page would fill "missing" pages behind our back (UFFD-PITFALLS 12). */
+	if (madvise(r->base, r->size, MADV_NOHUGEPAGE) || madvise(r->base, r->size, MADV_DONTFORK))
+		return -errno;
+	if (ioctl(r->uffd, UFFDIO_REGISTER, &reg))
+		return errno == EINVAL ? -ENOTSUP : -errno;
+	if ((reg.ioctls & need_ioctls) != need_ioctls)
+		return -ENOTSUP;
+	return 0;
+}
+
+/*
+ * UFFDIO_COPY of len bytes from src to dst, resuming after partial copies; a page that
+ * is present already (a duplicate fault, served meanwhile) is skipped. Returns 0,
+ * -EAGAIN (the layout is changing: an event is queued; the caller retries after it is
+ * read), or -ENOENT/-ESRCH/-EINVAL (the range is gone).
+ */
+int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		struct uffdio_copy c = { .dst = (uintptr_t)(dst + done),
+					 .src = (uintptr_t)(src + done),
+					 .len = len - done,
+					 .mode = wp ? UFFDIO_COPY_MODE_WP : 0 };
+		int ret = uffd_range(r, UFFDIO_COPY, &c);
+
+		/* c.copy is signed: a negative value is an error, not progress. */
+		if (c.copy > 0)
+			done += (size_t)c.copy;
+		if (!ret)
+			continue;
+		if (ret == -EAGAIN && c.copy > 0)
+			continue;
+		if (ret == -EEXIST) {
+			/* Some page of the range is there: place the rest page by page. */
+			INC(r, copy_eexist);
+			if (len - done <= RG_PAGE) {
+				wake_range(r, dst + done, RG_PAGE);
+				done += RG_PAGE;
+				continue;
+			}
+			for (size_t off = done; off < len; off += RG_PAGE) {
+				int pr = region_place(r, dst + off, src + off, RG_PAGE, wp);
+
+				if (pr && pr != -EEXIST)
+					return pr;
+			}
+			return 0;
+		}
+		if (ret == -EAGAIN)
+			INC(r, copy_eagain);
+		return ret;
+	}
+	return 0;
+}
+
+/*
+ * Maps zero pages over [addr, addr + len). Over several pages, those present already
+ * are skipped (and their waiters woken); a single page that is present is -EEXIST.
+ */
+int region_zero_fill(zf_region *r, uint8_t *addr, size_t len)
+{
+	struct uffdio_zeropage z = { .range = { .start = (uintptr_t)addr, .len = len } };
+	int ret = uffd_range(r, UFFDIO_ZEROPAGE, &z);
+
+	if (ret != -EEXIST || len == RG_PAGE)
+		return ret;
+	for (size_t off = 0; off < len; off += RG_PAGE) {
+		ret = region_zero_fill(r, addr + off, RG_PAGE);
+		if (ret == -EEXIST)
+			wake_range(r, addr + off, RG_PAGE);
+		else if (ret)
+			return ret;
+	}
+	return 0;
+}
