@@ -416,4 +416,15 @@ int region_uffd_register(zf_region *r);
 int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp);
 int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 
+/* region_evict.c: evicts units of a chunk (sel NULL: every resident one); evict_lock held. */
+uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
+			    int reclaim);
+
+/* region_fault.c: fault contexts, reading a unit back. */
+int region_fault_ctx_init(zf_region *r, struct fault_ctx *c);
+int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
+
+/* region_events.c: the deferred REMOVE events of our own split drop (drop_pages()). */
+void region_take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end);
+
 #endif /* ZF_REGION_INTERNAL_H */
