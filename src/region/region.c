@@ -14,13 +14,7 @@
  * per-page mode only the faulting page is placed (the unit decompressed for each page)
  * and the copy goes when mincore() shows every page in.
  *
- * Access information: faults only. The clock's referenced bit is set when a unit is
- * faulted or zero-filled and by ZF_ADV_HOT, and cleared by the hand: reads of a resident
- * unit are invisible without a fault, and scanning for them (soft-dirty, page_idle,
- * PAGEMAP_SCAN) would cost a pass over page tables per reclaim for information that a
- * compressed tier, whose residents were all faulted recently, mostly has already.
- * UFFD_FEATURE_WP_ASYNC was not used: it resolves write-protect faults in the kernel,
- * and the eviction protocol needs writers to wait.
+ * Residency limit, clock reclaim and readahead: region_reclaim.c.
  *
  * Fault service modes (see the header and ../../bench/results/region.md for figures):
  * service threads reading the descriptor (transparent; one wakeup per fault), or
@@ -61,7 +55,6 @@
 #include "region_internal.h"
 
 #define RG_MAX_REGIONS 64 /* regions a SIGBUS handler can find */
-#define RECLAIM_RETRIES 20u /* empty reclaim batches, 0.2 ms apart, before faults go over */
 #define RG_MSGS 16 /* messages read at once */
 #define RG_ZAP_WAIT_NS 100000000u /* how long a REMOVE waits for the program's zap */
 
@@ -73,161 +66,6 @@ static uint64_t lat_upper(unsigned i)
 	if (b == 0)
 		return 2;
 	return ((uint64_t)1 << b) + ((uint64_t)(i % 2 + 1) << (b - 1));
-}
-
-/* -------------------------------------------------------------------------------- */
-/* Residency limit and reclaim                                                      */
-/* -------------------------------------------------------------------------------- */
-
-void region_reclaim_kick(zf_region *r)
-{
-	pthread_mutex_lock(&r->bg_lock);
-	r->reclaim_kick = 1;
-	pthread_cond_broadcast(&r->bg_cond);
-	pthread_mutex_unlock(&r->bg_lock);
-}
-
-/* Whether reclaim may pick a unit: resident, or partly swapped in page by page. */
-static int evictable(uint32_t st)
-{
-	if (st & F_EVENT)
-		return 0;
-	return (st & ST_MASK) == ST_RESIDENT || ((st & ST_MASK) == ST_EVICTED && (st & F_PARTIAL));
-}
-
-/*
- * One reclaim batch: cold units first, then the clock (a referenced unit loses its bit
- * and is passed once). Returns the units evicted.
- */
-static uint64_t reclaim_batch(zf_region *r)
-{
-	const uint64_t want = r->batch_units;
-	uint8_t *sel = calloc(r->nunits, 1);
-	uint64_t picked = 0, evicted = 0;
-
-	if (!sel)
-		return 0;
-	pthread_mutex_lock(&r->evict_lock);
-	if (atomic_load_explicit(&r->cold_units, memory_order_relaxed)) {
-		for (uint64_t u = 0; u < r->nunits && picked < want; u++) {
-			uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
-
-			if (evictable(st) && (st & F_COLD) && !sel[u]) {
-				sel[u] = 1;
-				picked++;
-			}
-		}
-	}
-	for (uint64_t scanned = 0; picked < want && scanned < 3 * r->nunits; scanned++) {
-		const uint64_t u = r->hand;
-		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
-
-		r->hand = (r->hand + 1) % r->nunits;
-		if (!evictable(st) || sel[u])
-			continue;
-		if (st & (F_REF | F_HOT)) {
-			/* Second chance; a hot unit gets a third (its F_HOT goes first). */
-			atomic_fetch_and_explicit(&r->state[u], (st & F_HOT) ? ~F_HOT : ~F_REF,
-						  memory_order_relaxed);
-			continue;
-		}
-		sel[u] = 1;
-		picked++;
-	}
-	if (picked) {
-		/* Evict the selected units in address order, a chunk at a time. */
-		const uint64_t chunk = ZF_MAX(RG_CHUNK / r->unit, 1);
-
-		for (uint64_t u = 0; u < r->nunits; u += chunk) {
-			const uint64_t m = ZF_MIN(chunk, r->nunits - u);
-
-			if (memchr(sel + u, 1, m))
-				evicted += region_evict_chunk(r, u, m, sel + u, 1);
-		}
-	}
-	pthread_mutex_unlock(&r->evict_lock);
-	free(sel);
-	return evicted;
-}
-
-/*
- * Whether a reclaim batch that evicted nothing may yet evict something: some unit is
- * being evicted, brought in or held by an event, or is evictable now (it was not when
- * the batch looked: a fault or a write had it for a moment).
- */
-static int units_may_come_free(zf_region *r)
-{
-	for (uint64_t u = 0; u < r->nunits; u++) {
-		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
-
-		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING ||
-		    (st & F_EVENT) || evictable(st))
-			return 1;
-	}
-	return 0;
-}
-
-/* Faults that found no room fault again (thread mode), or look again (SIGBUS mode). */
-static void wake_room_waiters(zf_region *r)
-{
-	wake_range(r, r->base, r->size);
-	atomic_fetch_add_explicit(&r->resident_seq, 1, memory_order_release);
-	futex_wake_all(&r->resident_seq);
-}
-
-static void *reclaim_main(void *arg)
-{
-	zf_region *r = arg;
-	int woke;
-
-	pthread_mutex_lock(&r->bg_lock);
-	while (!r->bg_stop) {
-		uint64_t got;
-
-		if (!r->reclaim_kick) {
-			pthread_cond_wait(&r->bg_cond, &r->bg_lock);
-			continue;
-		}
-		r->reclaim_kick = 0;
-		pthread_mutex_unlock(&r->bg_lock);
-		woke = 0;
-		for (unsigned empty = 0; atomic_load(&r->resident) > r->limit_units;) {
-			got = reclaim_batch(r);
-			empty = got ? 0 : empty + 1;
-			/*
-			 * Units in flux are evictable in a moment: no overshoot for that. Units
-			 * that stay unevictable (a store that refuses everything) must not hang
-			 * the faults: after RECLAIM_RETRIES empty batches in a row, let them in.
-			 */
-			if (!got && empty <= RECLAIM_RETRIES && units_may_come_free(r) &&
-			    !atomic_load(&r->bg_stopping)) {
-				struct timespec ts = { 0, 200000 };
-
-				nanosleep(&ts, NULL);
-				continue;
-			}
-			/* Nothing evictable at all: let faults through rather than hang them. */
-			atomic_store(&r->admit_over, got == 0);
-			/* Faults left waiting for room (thread mode) fault again now. */
-			wake_room_waiters(r);
-			woke = 1;
-			if (!got)
-				break;
-		}
-		/*
-		 * A kick may come from a fault that found no room, and the room may have come
-		 * meanwhile from elsewhere (a pageout, a DONTNEED), before this thread looked: with
-		 * nothing left to reclaim, that fault still waits to be woken (region_stress hung
-		 * so, "thread 64k readahead", with two instances at once on two CPUs).
-		 */
-		if (!woke)
-			wake_room_waiters(r);
-		if (atomic_load(&r->resident) <= r->limit_units)
-			atomic_store(&r->admit_over, 0); /* under the limit again */
-		pthread_mutex_lock(&r->bg_lock);
-	}
-	pthread_mutex_unlock(&r->bg_lock);
-	return NULL;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -260,7 +98,7 @@ static int unit_complete(zf_region *r, uint64_t u)
  * Brings evicted unit u in (or, per page, the page at addr). ra: for readahead (no
  * waiting, not a major fault).
  */
-static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
+enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
 				 int ra)
 {
 	const int per_page = r->o.swapin == ZF_SWAPIN_PER_PAGE;
@@ -362,57 +200,6 @@ static enum serve_result swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 	return SERVED;
 }
 
-/* Readahead bookkeeping for a major fault on unit u: hits, and the next window. */
-static void readahead_note(zf_region *r, uint64_t u)
-{
-	const uint64_t last = atomic_exchange_explicit(&r->ra_last, u + 1, memory_order_relaxed);
-	int sequential = last == u; /* the previous fault was on u - 1 */
-
-	if (!r->want_reader)
-		return;
-	/* Units read ahead that the faults have moved past were used: hits. */
-	for (uint64_t v = u; v-- > 0 && u - v <= r->o.readahead;) {
-		uint32_t st = atomic_load_explicit(&r->state[v], memory_order_relaxed);
-
-		if (!(st & F_RA))
-			break;
-		atomic_fetch_and_explicit(&r->state[v], ~F_RA, memory_order_relaxed);
-		INC(r, swap_ra_hit);
-		sequential = 1;
-	}
-	if (!sequential || u + 1 >= r->nunits)
-		return;
-	pthread_mutex_lock(&r->bg_lock);
-	r->ra_next = u + 1;
-	r->ra_end = ZF_MIN(u + 1 + r->o.readahead, r->nunits);
-	pthread_cond_broadcast(&r->bg_cond);
-	pthread_mutex_unlock(&r->bg_lock);
-}
-
-static void *readahead_main(void *arg)
-{
-	zf_region *r = arg;
-
-	pthread_mutex_lock(&r->bg_lock);
-	while (!r->bg_stop) {
-		uint64_t u;
-
-		if (r->ra_next >= r->ra_end) {
-			pthread_cond_wait(&r->bg_cond, &r->bg_lock);
-			continue;
-		}
-		u = r->ra_next++;
-		pthread_mutex_unlock(&r->bg_lock);
-		if ((atomic_load_explicit(&r->state[u], memory_order_relaxed) &
-		     (ST_MASK | F_PARTIAL)) == ST_EVICTED &&
-		    room_for_one(r))
-			(void)swap_in(r, &r->ra_ctx, u, unit_addr(r, u), 1);
-		pthread_mutex_lock(&r->bg_lock);
-	}
-	pthread_mutex_unlock(&r->bg_lock);
-	return NULL;
-}
-
 /*
  * For serve(): a fault on resident unit u (claimed), at page: zero a hole, or unprotect
  * a written page (a clean unit: drop its stored copy and unprotect it whole). Returns 0,
@@ -512,10 +299,10 @@ static enum serve_result serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		}
 		return RETRY; /* it just changed: look again */
 	case ST_EVICTED: {
-		const enum serve_result res = swap_in(r, c, u, addr, 0);
+		const enum serve_result res = region_swap_in(r, c, u, addr, 0);
 
 		if (res == SERVED && r->want_reader)
-			readahead_note(r, u);
+			region_readahead_note(r, u);
 		if (res == NOROOM)
 			INC(r, limit_waits);
 		return res;
@@ -1370,12 +1157,12 @@ static int region_start(zf_region *r)
 		TRY(sigbus_register(r));
 	}
 	if (r->limit_units) {
-		TRY(start_thread(&r->reclaimer, reclaim_main, r));
+		TRY(start_thread(&r->reclaimer, region_reclaim_main, r));
 		r->have_reclaimer = 1;
 	}
 	if (r->want_reader) {
 		TRY(region_fault_ctx_init(r, &r->ra_ctx));
-		TRY(start_thread(&r->reader, readahead_main, r));
+		TRY(start_thread(&r->reader, region_readahead_main, r));
 		r->have_reader = 1;
 	}
 	return 0;
@@ -1619,7 +1406,7 @@ int zf_region_advise(zf_region *r, void *addr, size_t len, int advice)
 				break;
 			if (!r->advise_ctx.reader && region_fault_ctx_init(r, &r->advise_ctx))
 				break;
-			res = swap_in(r, &r->advise_ctx, u, unit_addr(r, u), 1);
+			res = region_swap_in(r, &r->advise_ctx, u, unit_addr(r, u), 1);
 			if (res != RETRY)
 				break;
 			sched_yield();

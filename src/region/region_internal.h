@@ -420,9 +420,16 @@ int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
 			    int reclaim);
 
-/* region_fault.c: fault contexts, reading a unit back. */
+/* region_reclaim.c: the threads' bodies, and readahead's note of a major fault. */
+void *region_reclaim_main(void *arg);
+void *region_readahead_main(void *arg);
+void region_readahead_note(zf_region *r, uint64_t u);
+
+/* region_fault.c: fault contexts, reading a unit back, swap-in. */
 int region_fault_ctx_init(zf_region *r, struct fault_ctx *c);
 int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
+enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
+				 int ra);
 
 /* region_events.c: the deferred REMOVE events of our own split drop (drop_pages()). */
 void region_take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end);

@@ -1,0 +1,232 @@
+/*
+ * region_reclaim.c - the residency limit, the clock that picks units to evict, and
+ * readahead: the region's two background threads.
+ *
+ * A fault takes room for its unit before it brings it in (resident_reserve(),
+ * region_internal.h); past the limit (zf_region_options.limit) it kicks the reclaim
+ * thread, which evicts a batch (reclaim_batch) and wakes the faults that waited for
+ * room. A fault that finds no room waits (NOROOM) instead of going over, unless reclaim
+ * found nothing at all to evict: then faults are let through (admit_over) rather than
+ * hang.
+ *
+ * Access information: faults only. The clock's referenced bit is set when a unit is
+ * faulted or zero-filled and by ZF_ADV_HOT, and cleared by the hand: reads of a resident
+ * unit are invisible without a fault, and scanning for them (soft-dirty, page_idle,
+ * PAGEMAP_SCAN) would cost a pass over page tables per reclaim for information that a
+ * compressed tier, whose residents were all faulted recently, mostly has already.
+ * UFFD_FEATURE_WP_ASYNC was not used: it resolves write-protect faults in the kernel,
+ * and the eviction protocol needs writers to wait.
+ *
+ * Readahead (whole-unit swap-in only): a major fault on unit u right after one on u - 1,
+ * or one that passes units read ahead (F_RA: hits), asks the readahead thread for the
+ * next zf_region_options.readahead units.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "region_internal.h"
+
+#define RECLAIM_RETRIES 20u /* empty reclaim batches, 0.2 ms apart, before faults go over */
+
+/* Wakes the reclaim thread: the region went past its limit, or a fault found no room. */
+void region_reclaim_kick(zf_region *r)
+{
+	pthread_mutex_lock(&r->bg_lock);
+	r->reclaim_kick = 1;
+	pthread_cond_broadcast(&r->bg_cond);
+	pthread_mutex_unlock(&r->bg_lock);
+}
+
+/* Whether reclaim may pick a unit: resident, or partly swapped in page by page. */
+static int evictable(uint32_t st)
+{
+	if (st & F_EVENT)
+		return 0;
+	return (st & ST_MASK) == ST_RESIDENT || ((st & ST_MASK) == ST_EVICTED && (st & F_PARTIAL));
+}
+
+/*
+ * One reclaim batch: cold units first, then the clock (a referenced unit loses its bit
+ * and is passed once). Returns the units evicted.
+ */
+static uint64_t reclaim_batch(zf_region *r)
+{
+	const uint64_t want = r->batch_units;
+	uint8_t *sel = calloc(r->nunits, 1);
+	uint64_t picked = 0, evicted = 0;
+
+	if (!sel)
+		return 0;
+	pthread_mutex_lock(&r->evict_lock);
+	if (atomic_load_explicit(&r->cold_units, memory_order_relaxed)) {
+		for (uint64_t u = 0; u < r->nunits && picked < want; u++) {
+			uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+			if (evictable(st) && (st & F_COLD) && !sel[u]) {
+				sel[u] = 1;
+				picked++;
+			}
+		}
+	}
+	for (uint64_t scanned = 0; picked < want && scanned < 3 * r->nunits; scanned++) {
+		const uint64_t u = r->hand;
+		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+		r->hand = (r->hand + 1) % r->nunits;
+		if (!evictable(st) || sel[u])
+			continue;
+		if (st & (F_REF | F_HOT)) {
+			/* Second chance; a hot unit gets a third (its F_HOT goes first). */
+			atomic_fetch_and_explicit(&r->state[u], (st & F_HOT) ? ~F_HOT : ~F_REF,
+						  memory_order_relaxed);
+			continue;
+		}
+		sel[u] = 1;
+		picked++;
+	}
+	if (picked) {
+		/* Evict the selected units in address order, a chunk at a time. */
+		const uint64_t chunk = ZF_MAX(RG_CHUNK / r->unit, 1);
+
+		for (uint64_t u = 0; u < r->nunits; u += chunk) {
+			const uint64_t m = ZF_MIN(chunk, r->nunits - u);
+
+			if (memchr(sel + u, 1, m))
+				evicted += region_evict_chunk(r, u, m, sel + u, 1);
+		}
+	}
+	pthread_mutex_unlock(&r->evict_lock);
+	free(sel);
+	return evicted;
+}
+
+/*
+ * Whether a reclaim batch that evicted nothing may yet evict something: some unit is
+ * being evicted, brought in or held by an event, or is evictable now (it was not when
+ * the batch looked: a fault or a write had it for a moment).
+ */
+static int units_may_come_free(zf_region *r)
+{
+	for (uint64_t u = 0; u < r->nunits; u++) {
+		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING ||
+		    (st & F_EVENT) || evictable(st))
+			return 1;
+	}
+	return 0;
+}
+
+/* Faults that found no room fault again (thread mode), or look again (SIGBUS mode). */
+static void wake_room_waiters(zf_region *r)
+{
+	wake_range(r, r->base, r->size);
+	atomic_fetch_add_explicit(&r->resident_seq, 1, memory_order_release);
+	futex_wake_all(&r->resident_seq);
+}
+
+void *region_reclaim_main(void *arg)
+{
+	zf_region *r = arg;
+	int woke;
+
+	pthread_mutex_lock(&r->bg_lock);
+	while (!r->bg_stop) {
+		uint64_t got;
+
+		if (!r->reclaim_kick) {
+			pthread_cond_wait(&r->bg_cond, &r->bg_lock);
+			continue;
+		}
+		r->reclaim_kick = 0;
+		pthread_mutex_unlock(&r->bg_lock);
+		woke = 0;
+		for (unsigned empty = 0; atomic_load(&r->resident) > r->limit_units;) {
+			got = reclaim_batch(r);
+			empty = got ? 0 : empty + 1;
+			/*
+			 * Units in flux are evictable in a moment: no overshoot for that. Units
+			 * that stay unevictable (a store that refuses everything) must not hang
+			 * the faults: after RECLAIM_RETRIES empty batches in a row, let them in.
+			 */
+			if (!got && empty <= RECLAIM_RETRIES && units_may_come_free(r) &&
+			    !atomic_load(&r->bg_stopping)) {
+				struct timespec ts = { 0, 200000 };
+
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			/* Nothing evictable at all: let faults through rather than hang them. */
+			atomic_store(&r->admit_over, got == 0);
+			/* Faults left waiting for room (thread mode) fault again now. */
+			wake_room_waiters(r);
+			woke = 1;
+			if (!got)
+				break;
+		}
+		/*
+		 * A kick may come from a fault that found no room, and the room may have come
+		 * meanwhile from elsewhere (a pageout, a DONTNEED), before this thread looked: with
+		 * nothing left to reclaim, that fault still waits to be woken (region_stress hung
+		 * so, "thread 64k readahead", with two instances at once on two CPUs).
+		 */
+		if (!woke)
+			wake_room_waiters(r);
+		if (atomic_load(&r->resident) <= r->limit_units)
+			atomic_store(&r->admit_over, 0); /* under the limit again */
+		pthread_mutex_lock(&r->bg_lock);
+	}
+	pthread_mutex_unlock(&r->bg_lock);
+	return NULL;
+}
+
+/* Readahead bookkeeping for a major fault on unit u: hits, and the next window. */
+void region_readahead_note(zf_region *r, uint64_t u)
+{
+	const uint64_t last = atomic_exchange_explicit(&r->ra_last, u + 1, memory_order_relaxed);
+	int sequential = last == u; /* the previous fault was on u - 1 */
+
+	if (!r->want_reader)
+		return;
+	/* Units read ahead that the faults have moved past were used: hits. */
+	for (uint64_t v = u; v-- > 0 && u - v <= r->o.readahead;) {
+		uint32_t st = atomic_load_explicit(&r->state[v], memory_order_relaxed);
+
+		if (!(st & F_RA))
+			break;
+		atomic_fetch_and_explicit(&r->state[v], ~F_RA, memory_order_relaxed);
+		INC(r, swap_ra_hit);
+		sequential = 1;
+	}
+	if (!sequential || u + 1 >= r->nunits)
+		return;
+	pthread_mutex_lock(&r->bg_lock);
+	r->ra_next = u + 1;
+	r->ra_end = ZF_MIN(u + 1 + r->o.readahead, r->nunits);
+	pthread_cond_broadcast(&r->bg_cond);
+	pthread_mutex_unlock(&r->bg_lock);
+}
+
+void *region_readahead_main(void *arg)
+{
+	zf_region *r = arg;
+
+	pthread_mutex_lock(&r->bg_lock);
+	while (!r->bg_stop) {
+		uint64_t u;
+
+		if (r->ra_next >= r->ra_end) {
+			pthread_cond_wait(&r->bg_cond, &r->bg_lock);
+			continue;
+		}
+		u = r->ra_next++;
+		pthread_mutex_unlock(&r->bg_lock);
+		if ((atomic_load_explicit(&r->state[u], memory_order_relaxed) &
+		     (ST_MASK | F_PARTIAL)) == ST_EVICTED &&
+		    room_for_one(r))
+			(void)region_swap_in(r, &r->ra_ctx, u, unit_addr(r, u), 1);
+		pthread_mutex_lock(&r->bg_lock);
+	}
+	pthread_mutex_unlock(&r->bg_lock);
+	return NULL;
+}
