@@ -431,7 +431,9 @@ int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page
 enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
 				 int ra);
 
-/* region_events.c: the deferred REMOVE events of our own split drop (drop_pages()). */
+/* region_events.c: handling events as read, retrying deferred ones, our own split drop. */
+void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_msg *msgs, size_t n);
+void region_retry_deferred(zf_region *r, struct fault_ctx *c);
 void region_take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end);
 
 #endif /* ZF_REGION_INTERNAL_H */
