@@ -425,11 +425,20 @@ void *region_reclaim_main(void *arg);
 void *region_readahead_main(void *arg);
 void region_readahead_note(zf_region *r, uint64_t u);
 
-/* region_fault.c: fault contexts, reading a unit back, swap-in. */
+/* region_fault.c: fault contexts, reading a unit back, swap-in, serving, service threads. */
 int region_fault_ctx_init(zf_region *r, struct fault_ctx *c);
+void region_fault_ctx_fini(zf_region *r, struct fault_ctx *c);
 int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
 enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
 				 int ra);
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
+			       int internal);
+/* What region_start() hands a service thread; region_service_main() frees it. */
+struct service_arg {
+	zf_region *r;
+	struct fault_ctx *c;
+};
+void *region_service_main(void *arg);
 
 /* region_events.c: handling events as read, retrying deferred ones, our own split drop. */
 void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_msg *msgs, size_t n);

@@ -1,0 +1,456 @@
+/*
+ * region_fault.c - serving a fault: swap-in, the fault's state machine (region_serve()),
+ * and the fault-service threads of thread mode (ZF_FAULT_THREAD).
+ *
+ * Swap-in: a fault on an EVICTED unit claims it (LOADING), reads the whole unit from the
+ * store (decompressed once), places it with one UFFDIO_COPY (which wakes every thread
+ * waiting on the range) and drops the stored copy - or keeps it, with the pages placed
+ * write-protected, when clean copies are on; the first write then drops the copy. In
+ * per-page mode only the faulting page is placed (the unit decompressed for each page)
+ * and the copy goes when mincore() shows every page in.
+ *
+ * A service thread reads the descriptor, handles the events it read first
+ * (region_events.c), then serves the faults; region_serve() never blocks: a fault on a
+ * unit another thread owns is left unanswered (WAIT) and the owner wakes it, so the
+ * thread keeps reading events while units are in transition. SIGBUS mode serves faults
+ * with the same region_serve(), in the faulting thread (region_sigbus.c).
+ *
+ * A fault that cannot be served (checksum mismatch, backing read error) fails closed:
+ * UFFDIO_POISON on the page in thread mode (the thread gets SIGBUS); never a page of zeros.
+ */
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "region_internal.h"
+
+#define RG_MSGS 16 /* messages read at once */
+
+/* Makes c ready to bring units in: a store reader, and a unit buffer of its own. */
+int region_fault_ctx_init(zf_region *r, struct fault_ctx *c)
+{
+	TRY(store_reader_create(r->store, &c->reader));
+	c->buf = mmap(NULL, r->unit, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c->buf == MAP_FAILED) {
+		c->buf = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Frees what region_fault_ctx_init() made (of a zeroed or half-made c too). */
+void region_fault_ctx_fini(zf_region *r, struct fault_ctx *c)
+{
+	store_reader_destroy(c->reader);
+	if (c->buf)
+		munmap(c->buf, r->unit);
+	memset(c, 0, sizeof(*c));
+}
+
+/* Reads unit u from the store into buf: the whole unit, or one page (page >= 0). */
+int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page)
+{
+	const uint64_t index = unit_index(r, u);
+
+	if (page >= 0)
+		return store_get_with(r->store, c->reader, r->owner, index + (uint64_t)page, c->buf,
+				      RG_PAGE);
+	/* The unit's pieces (the store's units: 4 KiB in split mode) in one folio get. */
+	return store_get_folio_with(r->store, c->reader, r->owner, index, c->buf, r->unit);
+}
+
+/* Whether every page of unit u is present (per-page mode). */
+static int unit_complete(zf_region *r, uint64_t u)
+{
+	unsigned char vec[512];
+
+	if (mincore(unit_addr(r, u), r->unit, vec))
+		return 0;
+	return !memchr(vec, 0, r->unit_pages) && (vec[0] & 1);
+}
+
+/*
+ * Brings evicted unit u in (or, per page, the page at addr). ra: for readahead (no
+ * waiting, not a major fault).
+ */
+enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
+				 int ra)
+{
+	const int per_page = r->o.swapin == ZF_SWAPIN_PER_PAGE;
+	uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+	const int partial = (st & F_PARTIAL) != 0;
+	int64_t page = per_page ? (addr - unit_addr(r, u)) / RG_PAGE : -1;
+	uint64_t t0, t1 = 0;
+	int ret;
+
+	if (!partial && !resident_reserve(r)) {
+		region_reclaim_kick(r);
+		return NOROOM;
+	}
+	if (unit_move(r, u, ST_EVICTED, ST_LOADING, 0, 0)) {
+		if (!partial)
+			resident_add(r, -1);
+		return RETRY;
+	}
+	/*
+	 * Between the look above and the claim, another fault's per-page swap-in may have
+	 * made the unit partial (or an eviction whole again): the residency reserved and
+	 * the duplicate check below go by it, so a changed unit is looked at again. (Eight
+	 * threads faulting one page under TSan brought that page in twice.)
+	 */
+	if (((atomic_load_explicit(&r->state[u], memory_order_acquire) & F_PARTIAL) != 0) !=
+	    partial) {
+		if (!partial)
+			resident_add(r, -1);
+		unit_release(r, u, ST_EVICTED, 0, 0);
+		return RETRY;
+	}
+	if (per_page && partial) {
+		unsigned char in;
+
+		/* A duplicate fault on a page placed meanwhile: nothing to bring in. */
+		if (!mincore(unit_addr(r, u) + page * RG_PAGE, RG_PAGE, &in) && (in & 1)) {
+			unit_release(r, u, ST_EVICTED, 0, 0);
+			wake_range(r, unit_addr(r, u) + page * RG_PAGE, RG_PAGE);
+			return SERVED;
+		}
+	}
+	t0 = ra ? 0 : now_ns();
+	ret = region_load_data(r, c, u, page);
+	if (!ra) {
+		t1 = now_ns();
+		ADD(r, swapin_load_ns, t1 - t0);
+	}
+	if (ret) {
+		if (!c->in_signal)
+			common_log(ZF_LOG_WARN, "region: cannot read unit %llu back: %s",
+				   (unsigned long long)u, zf_strerror(ret));
+		if (!partial)
+			resident_add(r, -1);
+		unit_release(r, u, ST_EVICTED, 0, 0);
+		INC(r, fault_fail);
+		return FAILED;
+	}
+	pthread_rwlock_rdlock(&r->read_lock);
+	if (atomic_load_explicit(&r->state[u], memory_order_acquire) & F_EVENT)
+		ret = -EAGAIN; /* an event of the program came meanwhile: it goes first */
+	else if (per_page)
+		ret = region_place(r, unit_addr(r, u) + page * RG_PAGE, c->buf, RG_PAGE, 0);
+	else
+		ret = region_place(r, unit_addr(r, u), c->buf, r->unit, r->o.keep_clean);
+	pthread_rwlock_unlock(&r->read_lock);
+	if (!ra)
+		ADD(r, swapin_place_ns, now_ns() - t1);
+	if (ret) {
+		if (!partial)
+			resident_add(r, -1);
+		unit_release(r, u, ST_EVICTED, 0, 0);
+		return ret == -EAGAIN ? RETRY : GONE;
+	}
+	if (per_page) {
+		ADD(r, swpin, 1);
+		INC(r, swpin_fallback);
+		if (unit_complete(r, u)) {
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+			unit_release(r, u, ST_RESIDENT, F_PARTIAL, F_REF);
+		} else {
+			unit_release(r, u, ST_EVICTED, 0, F_PARTIAL);
+		}
+	} else {
+		ADD(r, swpin, r->unit_pages);
+		INC(r, swpin_units);
+		if (r->o.keep_clean) {
+			INC(r, clean_kept);
+		} else {
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+		}
+		unit_release(r, u, ST_RESIDENT, 0,
+			     (ra ? F_RA : F_REF) | (r->o.keep_clean ? F_CLEAN : 0));
+	}
+	if (ra)
+		INC(r, swap_ra);
+	else
+		INC(r, pgmajfault);
+	after_admit(r);
+	return SERVED;
+}
+
+/*
+ * For region_serve(): a fault on resident unit u (claimed), at page: zero a hole, or unprotect
+ * a written page (a clean unit: drop its stored copy and unprotect it whole). Returns 0,
+ * 1 when the clean copy was dropped, or -EAGAIN.
+ */
+static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_t st,
+			uint32_t *clear)
+{
+	int ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
+
+	if (ret != -EEXIST)
+		return ret;
+	if (!wp) {
+		/* Thread mode: a duplicate of a fault served meanwhile. */
+		wake_range(r, page, RG_PAGE);
+		return 0;
+	}
+	INC(r, wp_faults);
+	if (st & F_CLEAN) {
+		/* The first write to a clean unit: its stored copy is stale now. */
+		zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+		INC(r, clean_dropped);
+		*clear = F_CLEAN; /* gone, whatever the unprotect below does */
+		return protect(r, unit_addr(r, u), r->unit, 0);
+	}
+	return protect(r, page, RG_PAGE, 0);
+}
+
+static const uint8_t zero_page[RG_PAGE] __attribute__((aligned(RG_PAGE)));
+
+/* Whether page (of unit u, being evicted) was present at the eviction's snapshot. */
+static int dropped_meanwhile(zf_region *r, uint64_t u, const uint8_t *page)
+{
+	const uint64_t n = atomic_load_explicit(&r->snap_n, memory_order_acquire);
+	const uint64_t first = atomic_load_explicit(&r->snap_first, memory_order_relaxed);
+
+	if (u < first || u >= first + n)
+		return 0;
+	return r->snap[(u - first) * r->unit_pages + (uint64_t)(page - unit_addr(r, u)) / RG_PAGE] &
+	       1;
+}
+
+/*
+ * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
+ * known, wp = -1). Never blocks.
+ */
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
+			       int internal)
+{
+	uint64_t u;
+	uint32_t st, seen, clear = 0;
+	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
+	int ret;
+
+	if (addr < r->base || addr >= r->base + r->size) {
+		/* Memory moved out of the region and not yet unregistered: plain memory, once
+		 * the REMAP event has put the evicted data there. */
+		if (atomic_load(&r->remaps_pending))
+			return RETRY;
+		ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
+		if (ret == -EEXIST)
+			ret = protect(r, page, RG_PAGE, 0);
+		return ret == -EAGAIN ? RETRY : SERVED;
+	}
+	u = (uint64_t)(addr - r->base) >> (r->order + 12);
+	st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+	if (internal && (st & ST_MASK) == ST_EVICTING && wp <= 0 && dropped_meanwhile(r, u, page)) {
+		/*
+		 * The evictor (or an engine) reads a page the program dropped meanwhile: zeros,
+		 * as madvise(DONTNEED) left it, write-protected so that a write waits for the
+		 * eviction. Even when an event holds the unit: that event waits for this
+		 * eviction. Only for zfolio's own readers (common/internal.c): a page of the
+		 * program's may be missing because the eviction dropped it a moment ago.
+		 * EEXIST: present (SIGBUS mode: a write), it waits below.
+		 *
+		 * The unit is torn (F_TORN): a compressor that read the page before the
+		 * program's zap and reads it again now (lz4 and zstd read the source more than
+		 * once, to check a match) made a stream that decodes to neither content, on
+		 * the unit's other pages too. The eviction does not keep such a unit.
+		 */
+		atomic_fetch_or_explicit(&r->state[u], F_TORN, memory_order_acq_rel);
+		ret = region_place(r, page, zero_page, RG_PAGE, 1);
+		if (ret != -EEXIST)
+			return ret == -EAGAIN ? RETRY : SERVED;
+	}
+	if (st & F_EVENT) {
+		if (!unit_wait_mark(r, u, &seen))
+			return WAIT;
+		st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+	}
+	switch (st & ST_MASK) {
+	case ST_EVICTING:
+	case ST_LOADING:
+		if (!unit_wait_mark(r, u, &seen)) {
+			INC(r, fault_waits);
+			return WAIT;
+		}
+		return RETRY; /* it just changed: look again */
+	case ST_EVICTED: {
+		const enum serve_result res = region_swap_in(r, c, u, addr, 0);
+
+		if (res == SERVED && r->want_reader)
+			region_readahead_note(r, u);
+		if (res == NOROOM)
+			INC(r, limit_waits);
+		return res;
+	}
+	case ST_EMPTY:
+		/* Memory never written: zero pages, the whole unit at once. */
+		if (!resident_reserve(r)) {
+			region_reclaim_kick(r);
+			INC(r, limit_waits);
+			return NOROOM;
+		}
+		/* Under read_lock, as a swap-in's copy: see fix_resident(). */
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (unit_move(r, u, ST_EMPTY, ST_LOADING, 0, 0)) {
+			pthread_rwlock_unlock(&r->read_lock);
+			resident_add(r, -1);
+			return RETRY;
+		}
+		ret = region_zero_fill(r, unit_addr(r, u), r->unit);
+		pthread_rwlock_unlock(&r->read_lock);
+		if (ret == -EEXIST) {
+			/*
+			 * A one-page unit whose page is there already: the zeros an eviction
+			 * placed for its own read of a page the program dropped (above), left
+			 * when that eviction gave the unit back and the program's REMOVE then
+			 * made it EMPTY - write-protected still if the give-back could not
+			 * unprotect it (-EAGAIN). The page is the unit's content: the unit is
+			 * resident, and a write faults once more and is let through as on any
+			 * resident unit. Treated as a failed fill, the write would fault on
+			 * the protected page forever (a hang in the events race test).
+			 */
+			wake_range(r, page, RG_PAGE);
+			ret = 0;
+		}
+		if (ret) {
+			resident_add(r, -1);
+			unit_release(r, u, ST_EMPTY, 0, 0);
+			return ret == -EAGAIN ? RETRY : GONE;
+		}
+		unit_release(r, u, ST_RESIDENT, 0, F_REF);
+		INC(r, pgfault_zero);
+		after_admit(r);
+		return SERVED;
+	case ST_GONE:
+		/* No longer ours to evict: plain memory. */
+		ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
+		if (ret == -EEXIST)
+			ret = wp ? protect(r, page, RG_PAGE, 0) : (wake_range(r, page, RG_PAGE), 0);
+		return ret == -EAGAIN ? RETRY : SERVED;
+	case ST_RESIDENT:
+		/*
+		 * A hole, or a write to a write-protected page. The unit is claimed while its
+		 * pages change, so that no eviction protects it in between: a page zeroed or
+		 * unprotected under an eviction would let a write land unseen.
+		 */
+		/*
+		 * Under read_lock: an event read before this fault (the program's madvise
+		 * returned, then it touched the unit) is handled before it, or the page
+		 * we zero now would be in a unit the event then calls EMPTY.
+		 */
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (unit_move(r, u, ST_RESIDENT, ST_LOADING, 0, 0)) {
+			pthread_rwlock_unlock(&r->read_lock);
+			return RETRY;
+		}
+		st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+		ret = fix_resident(r, u, page, wp, st, &clear);
+		pthread_rwlock_unlock(&r->read_lock);
+		unit_release(r, u, ST_RESIDENT, clear, F_REF);
+		return ret == -EAGAIN ? RETRY : SERVED;
+	}
+	return SERVED;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Fault-service threads                                                            */
+/* -------------------------------------------------------------------------------- */
+
+/* Thread mode: a fault that cannot be served gets a poisoned page (SIGBUS), or we abort. */
+static void fail_closed(zf_region *r, uint8_t *addr)
+{
+	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
+
+	if (r->features & UFFD_FEATURE_POISON) {
+		struct uffdio_poison p = { .range = { .start = (uintptr_t)page, .len = RG_PAGE } };
+		int ret = uffd_range(r, UFFDIO_POISON, &p);
+
+		/* EEXIST: poisoned already, by a fault on the same page a moment ago. */
+		if (!ret || ret == -EEXIST) {
+			wake_range(r, page, RG_PAGE);
+			return;
+		}
+	}
+	fprintf(stderr,
+		"zfolio: region %p: the fault at %p cannot be served (stored data "
+		"lost or corrupt) and the page cannot be poisoned: aborting\n",
+		(void *)r->base, (void *)addr);
+	abort();
+}
+
+void *region_service_main(void *arg)
+{
+	zf_region *r = ((struct service_arg *)arg)->r;
+	struct fault_ctx *c = ((struct service_arg *)arg)->c;
+	struct uffd_msg msgs[RG_MSGS];
+	uintptr_t retry[RG_MSGS];
+	sigset_t all;
+
+	free(arg);
+	/* Signals go to the program's threads: a read() here must not see EINTR. */
+	sigfillset(&all);
+	internal_unblock_sync(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = r->uffd, .events = POLLIN },
+					 { .fd = r->stop_fd, .events = POLLIN } };
+		unsigned nretry = 0;
+		ssize_t got;
+		int timeout;
+
+		pthread_rwlock_wrlock(&r->read_lock);
+		timeout = r->ndeferred ? 1 : -1;
+		pthread_rwlock_unlock(&r->read_lock);
+		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		pthread_rwlock_wrlock(&r->read_lock);
+		if (r->ndeferred)
+			region_retry_deferred(r, c);
+		got = read(r->uffd, msgs, sizeof(msgs));
+		if (got < 0) {
+			pthread_rwlock_unlock(&r->read_lock);
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			common_log(ZF_LOG_WARN, "region: read(userfaultfd): %s", strerror(errno));
+			break;
+		}
+		/* Events first, in order, under the lock: a later fault sees their effect. */
+		region_handle_events(r, c, msgs, (size_t)got / sizeof(msgs[0]));
+		pthread_rwlock_unlock(&r->read_lock);
+		for (size_t i = 0; i < (size_t)got / sizeof(msgs[0]); i++) {
+			uint8_t *addr;
+			uint64_t t0;
+			enum serve_result res;
+			int internal, wp;
+
+			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
+				continue;
+			wp = (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+			addr = (uint8_t *)(uintptr_t)msgs[i].arg.pagefault.address;
+			t0 = now_ns();
+			internal = internal_thread_is((int32_t)msgs[i].arg.pagefault.feat.ptid);
+			res = region_serve(r, c, addr, wp, internal);
+			if (res == RETRY) {
+				res = region_serve(r, c, addr, wp, internal);
+				if (res == RETRY)
+					retry[nretry++] = (uintptr_t)addr;
+			}
+			if (res == FAILED)
+				fail_closed(r, addr);
+			else if (res == GONE)
+				wake_range(r, (void *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1)),
+					   RG_PAGE);
+			if (res == SERVED)
+				lat_record(r, t0);
+		}
+		/* Faults that met a layout change fault again once the events are read. */
+		for (unsigned i = 0; i < nretry; i++)
+			wake_range(r, (void *)(retry[i] & ~(uintptr_t)(RG_PAGE - 1)), RG_PAGE);
+	}
+	return NULL;
+}
