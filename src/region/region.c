@@ -10,15 +10,9 @@
  * Residency limit, clock reclaim and readahead: region_reclaim.c.
  *
  * Fault service modes (see the header and ../../bench/results/region.md for figures):
- * service threads reading the descriptor (transparent; one wakeup per fault), or
- * UFFD_FEATURE_SIGBUS, where the faulting thread serves itself in a SIGBUS handler (no
- * wakeup). In SIGBUS mode a thread still reads the descriptor for events. The signal
- * handler takes no lock that code outside zfolio can hold and allocates nothing: it
- * takes a preallocated fault context (codec context, buffers) from a lock-free set. It
- * does free() the store entry of a unit it brought in; that is safe because the signal
- * is synchronous, raised by an access to region memory, and no code that holds the
- * malloc lock touches memory outside the heap (and zfolio itself never touches region
- * memory under a lock; the region tests run TSan with report_signal_unsafe=0 for it).
+ * service threads reading the descriptor (transparent; one wakeup per fault:
+ * region_fault.c), or UFFD_FEATURE_SIGBUS, where the faulting thread serves itself in a
+ * SIGBUS handler (no wakeup: region_sigbus.c).
  *
  * The program's madvise, munmap and mremap (UFFD events): region_events.c.
  *
@@ -41,8 +35,6 @@
 
 #include "region_internal.h"
 
-#define RG_MAX_REGIONS 64 /* regions a SIGBUS handler can find */
-
 /* The upper bound of bucket i, in ns. */
 static uint64_t lat_upper(unsigned i)
 {
@@ -51,241 +43,6 @@ static uint64_t lat_upper(unsigned i)
 	if (b == 0)
 		return 2;
 	return ((uint64_t)1 << b) + ((uint64_t)(i % 2 + 1) << (b - 1));
-}
-
-/* -------------------------------------------------------------------------------- */
-/* SIGBUS mode                                                                      */
-/* -------------------------------------------------------------------------------- */
-
-static _Atomic(zf_region *) registry[RG_MAX_REGIONS];
-/*
- * Signal handlers inside registry[i]'s region. Counted per slot, in static memory, and
- * raised before the slot is read: sigbus_unregister() empties the slot, then waits for
- * the count to fall to 0, and only then may the region be freed.
- */
-static _Atomic int registry_active[RG_MAX_REGIONS];
-/* Regions sigbus_unregister() took out: a SIGBUS raised before may find no region. */
-static atomic_uint registry_gone;
-static struct sigaction prev_sigbus;
-static pthread_mutex_t sigbus_lock = PTHREAD_MUTEX_INITIALIZER;
-static int sigbus_installed;
-
-static struct fault_ctx *sig_ctx_get(zf_region *r, int *slot)
-{
-	for (;;) {
-		uint32_t free_mask = atomic_load_explicit(&r->sig_free, memory_order_acquire);
-
-		while (free_mask) {
-			const int i = __builtin_ctz(free_mask);
-
-			if (atomic_compare_exchange_weak_explicit(
-				    &r->sig_free, &free_mask, free_mask & ~(1u << i),
-				    memory_order_acq_rel, memory_order_acquire)) {
-				*slot = i;
-				return &r->sig_ctx[i];
-			}
-		}
-		sched_yield();
-	}
-}
-
-static void sig_write(const char *s)
-{
-	ssize_t ignored = write(STDERR_FILENO, s, strlen(s));
-
-	(void)ignored;
-}
-
-/* The program's own SIGBUS handling (or the default: the signal kills the process). */
-static void sigbus_chain(int sig, siginfo_t *si, void *uc)
-{
-	if (prev_sigbus.sa_flags & SA_SIGINFO) {
-		prev_sigbus.sa_sigaction(sig, si, uc);
-	} else if (prev_sigbus.sa_handler != SIG_DFL && prev_sigbus.sa_handler != SIG_IGN) {
-		prev_sigbus.sa_handler(sig);
-	} else {
-		/* Back to the default; returning re-runs the access, which then kills us. */
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
-
-		sigemptyset(&dfl.sa_mask);
-		sigaction(SIGBUS, &dfl, NULL);
-	}
-}
-
-/*
- * A SIGBUS at an address outside every region: memory that mremap() moved out of one
- * (still registered until its REMAP event is handled: the data of evicted units is put
- * there first), or a region zf_region_destroy() unregistered after the fault was raised
- * and before this handler looked (the access succeeds, or faults as plain memory, once
- * retried). Waits for that, and says so (once per page), or says no: not ours.
- */
-static int moved_memory(uint8_t *addr)
-{
-	static __thread uintptr_t retried;
-	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
-	/* A region destroyed between the fault and this handler: unregistered already. */
-	int any = atomic_load_explicit(&registry_gone, memory_order_acquire) != 0;
-
-	for (int i = 0; i < RG_MAX_REGIONS; i++) {
-		zf_region *r = atomic_load_explicit(&registry[i], memory_order_acquire);
-		struct uffdio_writeprotect w = { .range = { (uintptr_t)page, RG_PAGE }, .mode = 0 };
-
-		if (!r)
-			continue;
-		any |= atomic_load(&r->remapped);
-		/* Still registered with this region's descriptor: wait for the unregister. */
-		for (int tries = 0; tries < 20000 && !ioctl(r->uffd, UFFDIO_WRITEPROTECT, &w);
-		     tries++) {
-			struct timespec ts = { 0, 100000 };
-
-			nanosleep(&ts, NULL);
-			if (tries == 19999)
-				return 0;
-		}
-	}
-	/* Unregistered already (or meanwhile): the access succeeds now; retry it once. */
-	if (any && retried != (uintptr_t)page) {
-		retried = (uintptr_t)page;
-		return 1;
-	}
-	retried = 0;
-	return 0;
-}
-
-static void sigbus_handler(int sig, siginfo_t *si, void *uc)
-{
-	const int saved_errno = errno;
-	uint8_t *addr = si->si_addr;
-	int in_region = 0; /* a region's, which failed: no waiting for moved memory */
-
-	if (si->si_code == BUS_ADRERR) {
-		for (int i = 0; i < RG_MAX_REGIONS; i++) {
-			zf_region *r;
-			enum serve_result res;
-			struct fault_ctx *c;
-			uint64_t t0;
-			int slot;
-
-			if (!atomic_load_explicit(&registry[i], memory_order_relaxed))
-				continue;
-			atomic_fetch_add_explicit(&registry_active[i], 1, memory_order_seq_cst);
-			r = atomic_load_explicit(&registry[i], memory_order_seq_cst);
-			if (!r || addr < r->base || addr >= r->base + r->size) {
-				atomic_fetch_sub_explicit(&registry_active[i], 1,
-							  memory_order_release);
-				continue;
-			}
-			in_region = 1;
-			t0 = now_ns();
-			c = sig_ctx_get(r, &slot);
-			for (;;) {
-				uint64_t u = (uint64_t)(addr - r->base) >> (r->order + 12);
-				uint32_t seen;
-
-				res = region_serve(r, c, addr, -1, internal_thread_is_me());
-				if (res == SERVED || res == FAILED || res == GONE)
-					break;
-				if (atomic_load_explicit(&r->dying, memory_order_acquire)) {
-					res = GONE; /* unregistered: the access will not fault here */
-					break;
-				}
-				if (res == WAIT && !unit_wait_mark(r, u, &seen)) {
-					futex_wait(&r->state[u], seen);
-				} else if (res == NOROOM) {
-					/* Reclaim bumps resident_seq; the timeout covers a lost race. */
-					uint32_t seq = atomic_load(&r->resident_seq);
-					struct timespec ts = { 0, 1000000 };
-
-					if (!room_for_one(r))
-						syscall(SYS_futex, (uint32_t *)&r->resident_seq,
-							FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
-				} else if (res == RETRY) {
-					sched_yield();
-				}
-			}
-			atomic_fetch_or_explicit(&r->sig_free, 1u << slot, memory_order_release);
-			if (res == SERVED)
-				lat_record(r, t0);
-			atomic_fetch_sub_explicit(&registry_active[i], 1, memory_order_release);
-			if (res == FAILED) {
-				sig_write(
-					"zfolio: a fault in a region cannot be served: the stored "
-					"data is lost or corrupt (SIGBUS)\n");
-				break;
-			}
-			errno = saved_errno;
-			return;
-		}
-	}
-	if (si->si_code == BUS_ADRERR && !in_region && moved_memory(addr)) {
-		errno = saved_errno;
-		return;
-	}
-	sigbus_chain(sig, si, uc);
-	errno = saved_errno;
-}
-
-/*
- * In a child after fork() no region exists (their memory is MADV_DONTFORK, their threads
- * are not there): forget them, or a region the child makes at the same address would be
- * served with its parent's descriptor.
- */
-static void sigbus_atfork_child(void)
-{
-	pthread_mutex_init(&sigbus_lock, NULL);
-	for (int i = 0; i < RG_MAX_REGIONS; i++) {
-		atomic_store_explicit(&registry[i], NULL, memory_order_relaxed);
-		atomic_store_explicit(&registry_active[i], 0, memory_order_relaxed);
-	}
-}
-
-static void sigbus_atfork_once(void)
-{
-	pthread_atfork(NULL, NULL, sigbus_atfork_child);
-}
-
-static int sigbus_register(zf_region *r)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	int ret = -EBUSY;
-
-	pthread_once(&once, sigbus_atfork_once);
-	pthread_mutex_lock(&sigbus_lock);
-	if (!sigbus_installed) {
-		struct sigaction sa = { .sa_sigaction = sigbus_handler,
-					.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART };
-
-		sigemptyset(&sa.sa_mask);
-		if (sigaction(SIGBUS, &sa, &prev_sigbus)) {
-			ret = -errno;
-			goto out;
-		}
-		sigbus_installed = 1;
-	}
-	for (int i = 0; i < RG_MAX_REGIONS; i++) {
-		if (!atomic_load(&registry[i])) {
-			r->slot = i;
-			atomic_store_explicit(&registry[i], r, memory_order_release);
-			ret = 0;
-			break;
-		}
-	}
-out:
-	pthread_mutex_unlock(&sigbus_lock);
-	return ret;
-}
-
-static void sigbus_unregister(zf_region *r)
-{
-	if (r->slot < 0)
-		return;
-	pthread_mutex_lock(&sigbus_lock);
-	atomic_store_explicit(&registry[r->slot], NULL, memory_order_seq_cst);
-	pthread_mutex_unlock(&sigbus_lock);
-	atomic_fetch_add_explicit(&registry_gone, 1, memory_order_release);
-	while (atomic_load_explicit(&registry_active[r->slot], memory_order_seq_cst))
-		sched_yield();
-	r->slot = -1;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -373,7 +130,7 @@ static int region_start(zf_region *r)
 			r->sig_ctx[i].in_signal = 1;
 		}
 		atomic_store(&r->sig_free, (uint32_t)((1ull << RG_SIG_CTXS) - 1));
-		TRY(sigbus_register(r));
+		TRY(region_sigbus_register(r));
 	}
 	if (r->limit_units) {
 		TRY(start_thread(&r->reclaimer, region_reclaim_main, r));
@@ -516,7 +273,7 @@ void zf_region_destroy(zf_region *r)
 		live_runs(r, unregister_run);
 	atomic_store(&r->dying, 1); /* SIGBUS-mode faults waiting for room give up */
 	pthread_mutex_unlock(&r->evict_lock);
-	sigbus_unregister(r);
+	region_sigbus_unregister(r);
 	if (r->stop_fd >= 0) {
 		uint64_t one = 1;
 		ssize_t ignored = write(r->stop_fd, &one, sizeof(one));

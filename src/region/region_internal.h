@@ -445,4 +445,8 @@ void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_m
 void region_retry_deferred(zf_region *r, struct fault_ctx *c);
 void region_take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end);
 
+/* region_sigbus.c: a SIGBUS-mode region enters the handler's registry, and leaves it. */
+int region_sigbus_register(zf_region *r);
+void region_sigbus_unregister(zf_region *r);
+
 #endif /* ZF_REGION_INTERNAL_H */
