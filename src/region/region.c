@@ -1,20 +1,25 @@
 /*
- * region.c - transparent compressed swap of a program's memory through userfaultfd.
+ * region.c - transparent compressed swap of a program's memory through userfaultfd: the
+ * life cycle of a region (create, destroy), advice and statistics.
  *
  * A region is an anonymous mapping registered with a userfaultfd in MISSING and WP modes.
- * Each unit (4 KiB..2 MiB) has one 32-bit state word, changed only by compare-and-swap
- * (the state machine and who owns a unit: region_internal.h).
+ * Its units (4 KiB..2 MiB) have one state word each; a unit is evicted into a zf_store
+ * and its pages dropped, and a fault on it brings it back. docs/region.md describes the
+ * whole; each file says what it does and how, next to the code:
  *
- * Eviction: region_evict.c.
- *
- * Residency limit, clock reclaim and readahead: region_reclaim.c.
+ *   region_internal.h  the unit state word and who owns a unit, struct zf_region and its
+ *                      lock order, the fault path's inline helpers
+ *   region_uffd.c      the userfaultfd: open, feature probe, registration, placing pages
+ *   region_evict.c     eviction: claim, write-protect, store, drop (zf_region_pageout())
+ *   region_reclaim.c   the residency limit, the clock, readahead (the background threads)
+ *   region_fault.c     swap-in, serving a fault, the fault-service threads
+ *   region_events.c    the program's madvise, munmap and mremap (UFFD events)
+ *   region_sigbus.c    SIGBUS mode: faults served in the faulting thread
  *
  * Fault service modes (see the header and ../../bench/results/region.md for figures):
- * service threads reading the descriptor (transparent; one wakeup per fault:
- * region_fault.c), or UFFD_FEATURE_SIGBUS, where the faulting thread serves itself in a
- * SIGBUS handler (no wakeup: region_sigbus.c).
- *
- * The program's madvise, munmap and mremap (UFFD events): region_events.c.
+ * service threads reading the descriptor (transparent; one wakeup per fault), or
+ * UFFD_FEATURE_SIGBUS, where the faulting thread serves itself in a SIGBUS handler (no
+ * wakeup).
  *
  * fork(): the region is MADV_DONTFORK; a child does not have it (userfaultfd
  * registrations are not inherited either without UFFD_FEATURE_EVENT_FORK, and evicted
@@ -24,9 +29,6 @@
  * UFFDIO_POISON on the page in thread mode (the thread gets SIGBUS), the program's or
  * the default SIGBUS disposition in SIGBUS mode; never a page of zeros.
  */
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -19,6 +19,9 @@
  * raises REMOVE events too: the first REMOVE of exactly the range it published is ours
  * (self_remove()), and over split VMAs the pieces are taken back from the deferred ones
  * (region_take_back_deferred()).
+ *
+ * docs/region.md: "The program's madvise, munmap and mremap"; failure modes, rows 5, 13
+ * and 15.
  */
 #include <string.h>
 #include <sys/mman.h>

@@ -16,6 +16,8 @@
  * never held, on its other pages too). Our own MADV_DONTNEED raises a REMOVE event like
  * the program's would: the evictor publishes the exact range it drops and the service
  * thread takes the first REMOVE of that range as ours (drop_pages()).
+ *
+ * docs/region.md: "Eviction"; failure modes, rows 13, 14 and 16.
  */
 #include <stdlib.h>
 #include <string.h>

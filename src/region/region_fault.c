@@ -17,6 +17,8 @@
  *
  * A fault that cannot be served (checksum mismatch, backing read error) fails closed:
  * UFFDIO_POISON on the page in thread mode (the thread gets SIGBUS); never a page of zeros.
+ *
+ * docs/region.md: "Fault service", "Failing closed"; failure modes, rows 6-8 and 10.
  */
 #include <poll.h>
 #include <signal.h>

@@ -26,6 +26,8 @@
  * evictions among them - until their event has been read. An event of the program's
  * (region_events.c) holds the units it covers with F_EVENT: nobody claims them, faults
  * wait, until it is handled.
+ *
+ * docs/region.md: "The unit state word", "Locks".
  */
 #ifndef ZF_REGION_INTERNAL_H
 #define ZF_REGION_INTERNAL_H

@@ -20,6 +20,8 @@
  * Readahead (whole-unit swap-in only): a major fault on unit u right after one on u - 1,
  * or one that passes units read ahead (F_RA: hits), asks the readahead thread for the
  * next zf_region_options.readahead units.
+ *
+ * docs/region.md: "Residency limit and reclaim", "Readahead".
  */
 #include <stdlib.h>
 #include <string.h>

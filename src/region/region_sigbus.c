@@ -17,6 +17,8 @@
  * be served goes to the program's SIGBUS disposition (its handler, or the default that
  * kills the process); an address outside every region too, unless it is memory moved
  * out of a region by mremap() or a region being destroyed (moved_memory()).
+ *
+ * docs/region.md: "SIGBUS mode", "fork"; failure modes, row 6.
  */
 #include <signal.h>
 #include <string.h>

@@ -15,6 +15,8 @@
  * page by page and the page's waiters are woken), EAGAIN that the layout is changing
  * (an event is queued: the caller retries once it is read), ENOENT/ESRCH that the range
  * is gone.
+ *
+ * docs/region.md: "Setup", "Placing pages"; failure modes, rows 1-3, 11 and 12.
  */
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -83,7 +85,10 @@ int region_uffd_register(zf_region *r)
 	if (ioctl(r->uffd, UFFDIO_API, &api))
 		return -errno;
 	r->features = api.features;
-	/* A huge page would fill "missing" pages behind our back (UFFD-PITFALLS 12). */
+	/*
+	 * A huge page would fill "missing" pages behind our back (docs/region.md, failure
+	 * modes, row 12). MADV_DONTFORK: the fork policy (region.c; docs/region.md, fork).
+	 */
 	if (madvise(r->base, r->size, MADV_NOHUGEPAGE) || madvise(r->base, r->size, MADV_DONTFORK))
 		return -errno;
 	if (ioctl(r->uffd, UFFDIO_REGISTER, &reg))
