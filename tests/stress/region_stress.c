@@ -66,8 +66,8 @@
  * holes, or compresses it) after UFFDIO_WRITEPROTECT, and a program write that races waits in the kernel
  * for the write-protect fault to be served: the kernel orders the two, TSan cannot see
  * it and reports a race on region memory. Those two readers are suppressed, nothing
- * else. In SIGBUS mode the region's handler calls free() (see src/region/region.c, and
- * the TSAN_OPTIONS of zf_add_test in tests/CMakeLists.txt).
+ * else. In SIGBUS mode the region's handler calls free() (see src/region/region_sigbus.c,
+ * and the TSAN_OPTIONS of zf_add_test in tests/CMakeLists.txt).
  */
 #if defined(__SANITIZE_THREAD__)
 #define ZF_TSAN 1
