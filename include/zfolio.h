@@ -40,8 +40,14 @@ ZF_API const char *zf_strerror(int err);
 
 /*
  * Diagnostics. The library calls fn (from any thread, possibly concurrently) for the
- * rare events worth a line of text; by default nothing is printed. fn NULL restores
- * the default. Not thread-safe against concurrent library calls: set it once at start.
+ * rare events worth a line of text. Without fn (or after fn NULL, which restores the
+ * default) ZF_LOG_ERROR lines go to stderr, prefixed "zfolio: ", and the other levels
+ * nowhere: errors are broken invariants and the message before failing closed (a region
+ * fault that cannot be served, on a page that cannot be poisoned, aborts the process),
+ * which must not go unsaid. One message bypasses fn: in SIGBUS mode a fault that cannot
+ * be served is reported from the signal handler with write(2) to stderr, as no sink can
+ * be called safely there. Not thread-safe against concurrent library calls: set it
+ * once at start.
  */
 enum zf_log_level { ZF_LOG_ERROR = 0, ZF_LOG_WARN = 1, ZF_LOG_INFO = 2, ZF_LOG_DEBUG = 3 };
 typedef void zf_log_fn(enum zf_log_level level, const char *msg, void *arg);

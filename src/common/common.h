@@ -4,8 +4,9 @@
  *
  * Error handling follows zstd and the kernel: functions return 0/positive or -errno;
  * RETURN_IF() and TRY() keep the early exits short, and longer unwinding uses
- * "goto out". Nothing here prints on its own: diagnostics go through common_log(), which
- * does nothing until the program installs a sink with zf_set_log_fn().
+ * "goto out". Diagnostics go through common_log(), to the sink the program installs
+ * with zf_set_log_fn(); without one, ZF_LOG_ERROR lines go to stderr and the rest
+ * nowhere.
  */
 #ifndef ZF_COMMON_H
 #define ZF_COMMON_H
@@ -43,7 +44,7 @@
 			return try_ret_;                                                           \
 	} while (0)
 
-/* Sends one formatted line to the program's log sink, if it installed one. */
+/* Sends one formatted line to the program's log sink (without one: errors to stderr). */
 void common_log(enum zf_log_level level, const char *fmt, ...) ZF_PRINTF(2, 3);
 
 /*

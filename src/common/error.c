@@ -1,5 +1,5 @@
 /*
- * error.c - version, error strings and the logging hook.
+ * error.c - version, error strings and the logging hook (errors to stderr by default).
  *
  * Error codes are plain negative errno values, so that zf_strerror() can defer to the
  * C library's text and only name the meanings zfolio gives some of them (E2BIG for
@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -55,15 +56,39 @@ void zf_set_log_fn(zf_log_fn *fn, void *arg)
 	log_arg = arg;
 }
 
+/*
+ * Without a sink, errors go to stderr and the rest nowhere: an error is what comes before
+ * a fail-closed abort (the region, the backing file's ring), and a process must not die
+ * without a word. One write(2) of the whole line: no stdio lock on the way to an abort,
+ * and lines from two threads do not interleave.
+ */
+static void log_default(enum zf_log_level level, const char *line)
+{
+	char out[sizeof("zfolio: ") + 512];
+	int len;
+
+	if (level != ZF_LOG_ERROR)
+		return;
+	len = snprintf(out, sizeof(out), "zfolio: %s\n", line);
+	if (len > 0) {
+		ssize_t ignored = write(STDERR_FILENO, out, ZF_MIN((size_t)len, sizeof(out) - 1));
+
+		(void)ignored;
+	}
+}
+
 void common_log(enum zf_log_level level, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
 
-	if (!log_fn)
+	if (!log_fn && level != ZF_LOG_ERROR)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	log_fn(level, line, log_arg);
+	if (log_fn)
+		log_fn(level, line, log_arg);
+	else
+		log_default(level, line);
 }

@@ -22,7 +22,6 @@
  */
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -376,10 +375,11 @@ static void fail_closed(zf_region *r, uint8_t *addr)
 			return;
 		}
 	}
-	fprintf(stderr,
-		"zfolio: region %p: the fault at %p cannot be served (stored data "
-		"lost or corrupt) and the page cannot be poisoned: aborting\n",
-		(void *)r->base, (void *)addr);
+	/* The program's sink, else stderr (common/error.c); then fail closed all the same. */
+	common_log(ZF_LOG_ERROR,
+		   "region %p: the fault at %p cannot be served (stored data lost or corrupt) "
+		   "and the page cannot be poisoned: aborting",
+		   (void *)r->base, (void *)addr);
 	abort();
 }
 

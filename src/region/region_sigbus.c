@@ -59,6 +59,11 @@ static struct fault_ctx *sig_ctx_get(zf_region *r, int *slot)
 	}
 }
 
+/*
+ * The one message zfolio writes itself, past the log hook (zfolio.h says so): a signal
+ * handler cannot call the program's sink, which may take a lock the interrupted thread
+ * holds, nor format a line (vsnprintf is not async-signal-safe); write(2) is safe.
+ */
 static void sig_write(const char *s)
 {
 	ssize_t ignored = write(STDERR_FILENO, s, strlen(s));
