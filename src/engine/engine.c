@@ -471,7 +471,6 @@ static void *engine_main(void *arg)
 	 * went from ~1 ms to tens of microseconds.)
 	 */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), ENGINE_NICE);
-	internal_thread_enter(); /* it reads region memory being evicted (internal.c) */
 
 	pthread_mutex_lock(&e->lock);
 	while (!e->stopping) {
@@ -525,7 +524,6 @@ static void *engine_main(void *arg)
 	}
 	pthread_mutex_unlock(&e->lock);
 	ctx_cache_clear(&self->cache);
-	internal_thread_leave();
 	return NULL;
 }
 
@@ -590,7 +588,8 @@ int zf_engines_create(unsigned n, zf_engines **enginesp)
 		s->id = i;
 		atomic_init(&s->jobs, 0);
 		pthread_cond_init(&s->wake, NULL);
-		ret = internal_thread_create(&s->thread, engine_main, s);
+		/* Registered: it reads region memory being evicted (common/internal.c). */
+		ret = internal_thread_create_registered(&s->thread, engine_main, s);
 		if (ret) {
 			pthread_cond_destroy(&s->wake);
 			break;

@@ -19,6 +19,7 @@
  *
  * docs/region.md: "Eviction"; failure modes, rows 13, 14 and 16.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -53,9 +54,9 @@ static void drop_pages(zf_region *r, uint8_t *addr, size_t len)
 }
 
 /*
- * An eviction of a chunk of units in flight (region_evict_chunk()): which units it claimed, which
- * are stored (ok: 1, or 2 for a clean unit whose copy was stored before), the puts still
- * compressing, oldest first, and how far it has dropped.
+ * An eviction of a chunk of units in flight (region_evict_chunk()): which units it
+ * claimed, which are stored (ok: 1, or 2 for a clean unit whose copy was stored before),
+ * the puts still compressing, oldest first, and how far it has dropped.
  */
 struct evict {
 	zf_region *r;
@@ -259,7 +260,7 @@ static void evict_drop(struct evict *ev, uint64_t upto)
 
 /*
  * Evicts the units of [first, first + n) that are resident (sel NULL) or selected (sel[i]),
- * under evict_lock. Returns the units evicted.
+ * under evict_lock, in a registered thread (common/internal.c). Returns the units evicted.
  */
 uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
 			    int reclaim)
@@ -270,10 +271,9 @@ uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 	};
 	unsigned char *vec = r->snap;
 	uint64_t evicted = 0;
-	const int was_internal = internal_thread_is_me();
 
-	if (!was_internal)
-		internal_thread_enter(); /* our reads of the units (common/internal.c) */
+	/* Our reads of the units are told from the program's (common/internal.c). */
+	assert(internal_thread_is_me());
 	if (!claimed || !ok || !partial)
 		goto out;
 	/*
@@ -370,8 +370,6 @@ uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 		futex_wake_all(&r->resident_seq);
 	}
 out:
-	if (!was_internal)
-		internal_thread_leave();
 	free(claimed);
 	free(ok);
 	free(partial);
@@ -381,15 +379,22 @@ out:
 long zf_region_pageout(zf_region *r, void *addr, size_t len)
 {
 	uint64_t first, last, evicted = 0;
+	int was_internal;
 	const size_t chunk_units = ZF_MAX(RG_CHUNK / (r ? r->unit : 1), 1);
 
 	RETURN_IF(!r || !len, -EINVAL);
 	RETURN_IF((uint8_t *)addr < r->base || (uint8_t *)addr + len > r->base + r->size, -EINVAL);
 	first = (uint64_t)((uint8_t *)addr - r->base) >> (r->order + 12);
 	last = (uint64_t)((uint8_t *)addr + len - 1 - r->base) >> (r->order + 12);
+	/* The caller evicts: registered while it does (an engine or a reclaimer is already). */
+	was_internal = internal_thread_is_me();
+	if (!was_internal)
+		TRY(internal_thread_enter());
 	pthread_mutex_lock(&r->evict_lock);
 	for (uint64_t u = first; u <= last; u += chunk_units)
 		evicted += region_evict_chunk(r, u, ZF_MIN(chunk_units, last + 1 - u), NULL, 0);
 	pthread_mutex_unlock(&r->evict_lock);
+	if (!was_internal)
+		internal_thread_leave();
 	return (long)evicted;
 }

@@ -418,7 +418,7 @@ int region_uffd_register(zf_region *r);
 int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp);
 int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 
-/* region_evict.c: evicts units of a chunk (sel NULL: every resident one); evict_lock held. */
+/* region_evict.c: evicts units of a chunk; evict_lock held, the thread registered. */
 uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
 			    int reclaim);
 
