@@ -383,6 +383,10 @@ static void fail_closed(zf_region *r, uint8_t *addr)
 	abort();
 }
 
+/*
+ * A fault-service thread: reads the descriptor, handles the events, serves the faults
+ * (thread mode). In SIGBUS mode the one service thread reads the events only.
+ */
 void *region_service_main(void *arg)
 {
 	zf_region *r = ((struct service_arg *)arg)->r;

@@ -422,7 +422,7 @@ int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
 			    int reclaim);
 
-/* region_reclaim.c: the threads' bodies, and readahead's note of a major fault. */
+/* region_reclaim.c: the threads' bodies, readahead's note (region_reclaim_kick(): above). */
 void *region_reclaim_main(void *arg);
 void *region_readahead_main(void *arg);
 void region_readahead_note(zf_region *r, uint64_t u);
