@@ -168,6 +168,8 @@ static struct size_class *class_get(zf_pool *pool, unsigned i)
 		c->objs = pool->defs[i].objs;
 		c->huge = pool->defs[i].huge;
 		c->index = i;
+		for (int g = 0; g < ZPOOL_GROUPS; g++)
+			list_init(&c->groups[g]);
 		atomic_fetch_add(&pool->meta_bytes, sizeof(*c));
 		atomic_store_explicit(&pool->classes[i], c, memory_order_release);
 	}
@@ -395,10 +397,10 @@ static void zspage_release(zf_pool *pool, struct zspage *zs, int warm)
 		zspage_meta_free(pool, zs);
 	pthread_mutex_lock(&pool->arena_lock);
 	if (warm) {
-		zs->next = pool->warm_zspages[zs->pages];
+		zs->next_free = pool->warm_zspages[zs->pages];
 		pool->warm_zspages[zs->pages] = zs;
 	} else {
-		zs->next = pool->free_zspages[zs->pages];
+		zs->next_free = pool->free_zspages[zs->pages];
 		pool->free_zspages[zs->pages] = zs;
 	}
 	pthread_mutex_unlock(&pool->arena_lock);
@@ -417,12 +419,12 @@ static uint64_t warm_release_all(zf_pool *pool)
 		while (pool->warm_zspages[len]) {
 			struct zspage *zs = pool->warm_zspages[len];
 
-			pool->warm_zspages[len] = zs->next;
+			pool->warm_zspages[len] = zs->next_free;
 			madvise(zs->base, (size_t)len * ZPOOL_PAGE, MADV_DONTNEED);
 			zspage_meta_free(pool, zs);
 			given += zs->resident;
 			zs->resident = 0;
-			zs->next = pool->free_zspages[len];
+			zs->next_free = pool->free_zspages[len];
 			pool->free_zspages[len] = zs;
 		}
 	}
@@ -443,11 +445,11 @@ static struct zspage *zspage_new(zf_pool *pool, struct size_class *c)
 	pthread_mutex_lock(&pool->arena_lock);
 	zs = pool->warm_zspages[c->pages];
 	if (zs) {
-		pool->warm_zspages[c->pages] = zs->next;
+		pool->warm_zspages[c->pages] = zs->next_free;
 		atomic_fetch_sub(&pool->warm_pages, zs->resident);
 		warm = zs->resident;
 	} else if ((zs = pool->free_zspages[c->pages])) {
-		pool->free_zspages[c->pages] = zs->next;
+		pool->free_zspages[c->pages] = zs->next_free;
 	} else {
 		uint8_t *base = arena_take(pool, c->pages);
 
@@ -481,7 +483,7 @@ static struct zspage *zspage_new(zf_pool *pool, struct size_class *c)
 		zspage_release(pool, zs, 0);
 		return NULL;
 	}
-	zs->prev = zs->next = NULL;
+	list_init(&zs->node);
 	zs->class_idx = (uint16_t)c->index;
 	zs->group = 0;
 	zs->inuse = 0;
@@ -569,25 +571,32 @@ static uint8_t group_of(const struct size_class *c, uint32_t inuse)
 	return (uint8_t)(inuse ? (inuse * 10 + c->objs - 1) / c->objs : 0);
 }
 
-static void group_remove(struct size_class *c, struct zspage *zs)
+/* The first zspage of group g, or NULL. */
+static struct zspage *group_first(const struct size_class *c, int g)
 {
-	if (zs->prev)
-		zs->prev->next = zs->next;
-	else
-		c->groups[zs->group] = zs->next;
-	if (zs->next)
-		zs->next->prev = zs->prev;
-	zs->prev = zs->next = NULL;
+	const struct list_node *first = list_first(&c->groups[g]);
+
+	return first ? list_entry(first, struct zspage, node) : NULL;
 }
 
+/* The zspage after zs in group g, or NULL. */
+static struct zspage *group_next(const struct size_class *c, int g, const struct zspage *zs)
+{
+	const struct list_node *next = zs->node.next;
+
+	return next == &c->groups[g] ? NULL : list_entry(next, struct zspage, node);
+}
+
+static void group_remove(struct zspage *zs)
+{
+	list_del(&zs->node);
+}
+
+/* Puts zs first in the group its use calls for. */
 static void group_insert(struct size_class *c, struct zspage *zs)
 {
 	zs->group = group_of(c, zs->inuse);
-	zs->prev = NULL;
-	zs->next = c->groups[zs->group];
-	if (zs->next)
-		zs->next->prev = zs;
-	c->groups[zs->group] = zs;
+	list_add_head(&c->groups[zs->group], &zs->node);
 }
 
 /* Moves zs to the group its use now calls for. */
@@ -595,7 +604,7 @@ static void regroup(struct size_class *c, struct zspage *zs)
 {
 	if (group_of(c, zs->inuse) == zs->group)
 		return;
-	group_remove(c, zs);
+	group_remove(zs);
 	group_insert(c, zs);
 }
 
@@ -681,11 +690,11 @@ static void slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uin
 }
 
 /* The fullest zspage with a free slot, or NULL. */
-static struct zspage *fullest_partial(const struct size_class *c, const struct zspage * not )
+static struct zspage *fullest_partial(const struct size_class *c, const struct zspage *except)
 {
 	for (int g = ZPOOL_GROUP_FULL - 1; g >= 1; g--) {
-		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
-			if (zs != not )
+		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs)) {
+			if (zs != except)
 				return zs;
 		}
 	}
@@ -757,14 +766,14 @@ int zpool_check_class(zf_pool *pool, struct size_class *c)
 	uint64_t used = 0, bytes = 0, zspages = 0, resident = 0;
 	uint16_t refs[ZPOOL_MAX_ZSPAGE_PAGES];
 
-	CHECK(c->groups[0] == NULL);
+	CHECK(list_empty(&c->groups[0]));
 	for (int g = 1; g < ZPOOL_GROUPS; g++) {
-		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs)) {
 			uint32_t live = 0, pages_resident = 0;
 
 			CHECK(zs->group == g && group_of(c, zs->inuse) == g);
 			CHECK(zs->class_idx == c->index && zs->pages == c->pages);
-			CHECK(!zs->next || zs->next->prev == zs);
+			CHECK(zs->node.next->prev == &zs->node && zs->node.prev->next == &zs->node);
 			memset(refs, 0, sizeof(refs));
 			for (uint32_t s = 0; s < c->objs; s++) {
 				uint64_t h;
@@ -814,9 +823,10 @@ uint64_t zpool_pins(zf_pool *pool)
 		if (!c)
 			continue;
 		pthread_mutex_lock(&c->lock);
-		for (int g = 1; g < ZPOOL_GROUPS; g++)
-			for (const struct zspage *zs = c->groups[g]; zs; zs = zs->next)
+		for (int g = 1; g < ZPOOL_GROUPS; g++) {
+			for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs))
 				pins += (uint64_t)atomic_load(&zs->pins);
+		}
 		pthread_mutex_unlock(&c->lock);
 	}
 	return pins;
@@ -864,7 +874,7 @@ static struct zspage *take_source(struct size_class *c)
 		struct zspage *best = NULL;
 
 		/* A group spans a tenth of the slots: find its emptiest, not its first. */
-		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs)) {
 			if ((!best || zs->inuse < best->inuse) && atomic_load(&zs->pins) == 0)
 				best = zs;
 		}
@@ -874,7 +884,7 @@ static struct zspage *take_source(struct size_class *c)
 			if (atomic_compare_exchange_strong(&best->pins, &idle, -1))
 				return best;
 			/* Pinned since: take the first idle one of the group instead. */
-			for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+			for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs)) {
 				idle = 0;
 				if (atomic_compare_exchange_strong(&zs->pins, &idle, -1))
 					return zs;
@@ -938,15 +948,15 @@ static int slot_in_memory(const struct size_class *c, const struct zspage *zs, u
 static const struct zspage *next_partial(const struct size_class *c, const struct zspage *zs,
 					 int *g, const struct zspage *src)
 {
-	zs = zs ? zs->next : NULL;
+	zs = zs ? group_next(c, *g, zs) : NULL;
 	for (;;) {
 		while (zs && zs == src)
-			zs = zs->next;
+			zs = group_next(c, *g, zs);
 		if (zs)
 			return zs;
 		if (--*g < 1)
 			return NULL;
-		zs = c->groups[*g];
+		zs = group_first(c, *g);
 	}
 }
 
@@ -1042,7 +1052,7 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
 
 		if (!src)
 			break;
-		group_remove(c, src);
+		group_remove(src);
 		last = fullest_partial(c, src) == NULL;
 		drain_source(pool, c, src);
 		atomic_store_explicit(&src->pins, 0, memory_order_release);
@@ -1061,7 +1071,7 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
 	 * checks its handle's entry before it touches the object).
 	 */
 	for (int g = 1; g < ZPOOL_GROUP_FULL; g++) {
-		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next)
+		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs))
 			zspage_trim(pool, c, zs);
 	}
 	c->pages_compacted += before - c->resident_pages;
@@ -1114,7 +1124,7 @@ static int spill_slot_open(const struct spill_move *plan, unsigned n, const stru
 static int spill_find(const struct size_class *d, size_t size, struct spill_move *plan, unsigned n)
 {
 	for (int g = ZPOOL_GROUP_FULL - 1; g >= 1; g--) {
-		for (struct zspage *zs = d->groups[g]; zs; zs = zs->next) {
+		for (struct zspage *zs = group_first(d, g); zs; zs = group_next(d, g, zs)) {
 			for (uint32_t s = 0; s < d->objs; s++) {
 				if (!spill_slot_open(plan, n, zs, s))
 					continue;
@@ -1217,7 +1227,7 @@ static uint64_t spill_class(zf_pool *pool, struct size_class *c)
 		goto out;
 	/* Only a class compaction left with one partly used zspage, nobody reading it. */
 	for (int g = 1; g < ZPOOL_GROUP_FULL; g++) {
-		for (struct zspage *zs = c->groups[g]; zs; zs = zs->next) {
+		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs)) {
 			if (src)
 				goto out;
 			src = zs;
@@ -1248,7 +1258,7 @@ static uint64_t spill_class(zf_pool *pool, struct size_class *c)
 		pthread_mutex_unlock(&up[u]->lock);
 	}
 	atomic_store_explicit(&src->pins, 0, memory_order_release);
-	group_remove(c, src);
+	group_remove(src);
 	if (src->inuse) {
 		group_insert(c, src);
 	} else {
@@ -1455,7 +1465,7 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 	atomic_store_explicit(ep, ENTRY_FREE | c->free_handles, memory_order_release);
 	c->free_handles = handle;
 	if (zs->inuse == 0) {
-		group_remove(c, zs);
+		group_remove(zs);
 		zspage_free(pool, c, zs, 1);
 	} else {
 		regroup(c, zs);

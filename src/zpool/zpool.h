@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 
 #include "../common/common.h"
+#include "../common/list.h"
 
 #define ZPOOL_PAGE ZF_PAGE_SIZE
 #define ZPOOL_HDR 8u /* the object header: handle and size */
@@ -61,7 +62,10 @@
 
 struct zspage {
 	uint8_t *base; /* pages * ZPOOL_PAGE bytes, fixed for the struct's life */
-	struct zspage *prev, *next; /* the fullness group list, or the free list */
+	union {
+		struct list_node node; /* in use: on its class's fullness group list */
+		struct zspage *next_free; /* empty: on the pool's free or warm stack */
+	};
 	uint32_t id;
 	uint16_t pages;
 	uint16_t class_idx;
@@ -90,7 +94,7 @@ struct size_class {
 	uint32_t objs; /* per zspage */
 	uint32_t huge;
 	uint32_t index;
-	struct zspage *groups[ZPOOL_GROUPS]; /* list heads, by fullness */
+	struct list_node groups[ZPOOL_GROUPS]; /* zspage lists, by fullness */
 	uint64_t free_handles; /* head of the class's free handle list */
 	/* Counters, under lock. */
 	uint64_t objs_used, compr_bytes, zspages, resident_pages, compactions, pages_compacted;
