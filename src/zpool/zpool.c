@@ -48,7 +48,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 
-#include "zpool.h"
+#include "zpool_internal.h"
 
 /* -------------------------------------------------------------------------------- */
 /* The class table                                                                  */
@@ -185,37 +185,37 @@ static _Atomic uint64_t *entry_of(zf_pool *pool, uint64_t handle)
 {
 	_Atomic uint64_t *chunk;
 
-	if (unlikely(handle == 0 || handle >= (uint64_t)HANDLE_CHUNKS * HANDLE_CHUNK))
+	if (unlikely(handle == 0 || handle >= (uint64_t)ZPOOL_HANDLE_CHUNKS * ZPOOL_HANDLE_CHUNK))
 		return NULL;
-	chunk = atomic_load_explicit(&pool->handle_chunks[handle >> HANDLE_CHUNK_SHIFT],
+	chunk = atomic_load_explicit(&pool->handle_chunks[handle >> ZPOOL_HANDLE_CHUNK_SHIFT],
 				     memory_order_acquire);
-	return chunk ? &chunk[handle & (HANDLE_CHUNK - 1)] : NULL;
+	return chunk ? &chunk[handle & (ZPOOL_HANDLE_CHUNK - 1)] : NULL;
 }
 
 static uint64_t entry_make(unsigned class_idx, uint32_t zspage_id, uint32_t slot)
 {
-	return (uint64_t)(class_idx + 1) << ENTRY_CLASS_SHIFT |
-	       (uint64_t)(zspage_id + 1) << ENTRY_ZSPAGE_SHIFT | slot;
+	return (uint64_t)(class_idx + 1) << ZPOOL_ENTRY_CLASS_SHIFT |
+	       (uint64_t)(zspage_id + 1) << ZPOOL_ENTRY_ZSPAGE_SHIFT | slot;
 }
 
 static int entry_allocated(uint64_t e)
 {
-	return e != 0 && !(e & ENTRY_FREE);
+	return e != 0 && !(e & ZPOOL_ENTRY_FREE);
 }
 
 static unsigned entry_class(uint64_t e)
 {
-	return (unsigned)((e & ~ENTRY_FREE) >> ENTRY_CLASS_SHIFT) - 1;
+	return (unsigned)((e & ~ZPOOL_ENTRY_FREE) >> ZPOOL_ENTRY_CLASS_SHIFT) - 1;
 }
 
 static uint32_t entry_zspage(uint64_t e)
 {
-	return (uint32_t)(e >> ENTRY_ZSPAGE_SHIFT) - 1;
+	return (uint32_t)(e >> ZPOOL_ENTRY_ZSPAGE_SHIFT) - 1;
 }
 
 static uint32_t entry_slot(uint64_t e)
 {
-	return (uint32_t)(e & ENTRY_SLOT_MASK);
+	return (uint32_t)(e & ZPOOL_ENTRY_SLOT_MASK);
 }
 
 /*
@@ -230,24 +230,25 @@ static size_t table_page_cost(size_t chunk_index)
 /* Gives class c a batch of fresh handles. Caller holds c->lock. */
 static int refill_handles(zf_pool *pool, struct size_class *c)
 {
-	const uint64_t first = atomic_fetch_add(&pool->next_handle, HANDLE_BATCH);
-	const uint64_t end = first + HANDLE_BATCH;
+	const uint64_t first = atomic_fetch_add(&pool->next_handle, ZPOOL_HANDLE_BATCH);
+	const uint64_t end = first + ZPOOL_HANDLE_BATCH;
 
-	RETURN_IF(end > (uint64_t)HANDLE_CHUNKS * HANDLE_CHUNK, -ENOMEM);
-	/* A batch never straddles chunks: HANDLE_CHUNK is a multiple of HANDLE_BATCH. */
+	RETURN_IF(end > (uint64_t)ZPOOL_HANDLE_CHUNKS * ZPOOL_HANDLE_CHUNK, -ENOMEM);
+	/* A batch never straddles chunks: a chunk holds a whole number of batches. */
 	if (!entry_of(pool, first)) {
-		const size_t idx = first >> HANDLE_CHUNK_SHIFT;
+		const size_t idx = first >> ZPOOL_HANDLE_CHUNK_SHIFT;
 		int ret = 0;
 
 		pthread_mutex_lock(&pool->grow_lock);
 		if (!atomic_load(&pool->handle_chunks[idx])) {
-			_Atomic uint64_t *chunk = calloc(HANDLE_CHUNK, sizeof(*chunk));
+			_Atomic uint64_t *chunk = calloc(ZPOOL_HANDLE_CHUNK, sizeof(*chunk));
 
 			if (chunk) {
 				atomic_store_explicit(&pool->handle_chunks[idx], chunk,
 						      memory_order_release);
-				atomic_fetch_add(&pool->meta_bytes, HANDLE_CHUNK * sizeof(*chunk) +
-									    table_page_cost(idx));
+				atomic_fetch_add(&pool->meta_bytes,
+						 ZPOOL_HANDLE_CHUNK * sizeof(*chunk) +
+							 table_page_cost(idx));
 			} else {
 				ret = -ENOMEM;
 			}
@@ -259,7 +260,7 @@ static int refill_handles(zf_pool *pool, struct size_class *c)
 	for (uint64_t h = end; h-- > first;) {
 		if (h == 0)
 			continue;
-		atomic_store_explicit(entry_of(pool, h), ENTRY_FREE | c->free_handles,
+		atomic_store_explicit(entry_of(pool, h), ZPOOL_ENTRY_FREE | c->free_handles,
 				      memory_order_relaxed);
 		c->free_handles = h;
 	}
@@ -272,11 +273,13 @@ static int refill_handles(zf_pool *pool, struct size_class *c)
 
 static struct zspage *zspage_by_id(zf_pool *pool, uint32_t id)
 {
-	struct zspage *chunk =
-		atomic_load_explicit(&pool->zspage_chunks[id / ZSPAGE_CHUNK], memory_order_acquire);
+	struct zspage *chunk = atomic_load_explicit(&pool->zspage_chunks[id / ZPOOL_ZSPAGE_CHUNK],
+						    memory_order_acquire);
 
-	return &chunk[id % ZSPAGE_CHUNK];
+	return &chunk[id % ZPOOL_ZSPAGE_CHUNK];
 }
+
+#define ZPOOL_ARENA_BYTES ((size_t)64 << 20)
 
 /* A fresh address range of pages pages from the arenas. Caller holds arena_lock. */
 static uint8_t *arena_take(zf_pool *pool, uint32_t pages)
@@ -321,22 +324,23 @@ static struct zspage *zspage_struct_new(zf_pool *pool)
 	const uint32_t id = pool->nr_zspage_structs;
 	struct zspage *chunk;
 
-	if (id / ZSPAGE_CHUNK >= ZSPAGE_CHUNKS)
+	if (id / ZPOOL_ZSPAGE_CHUNK >= ZPOOL_ZSPAGE_CHUNKS)
 		return NULL;
-	chunk = atomic_load(&pool->zspage_chunks[id / ZSPAGE_CHUNK]);
+	chunk = atomic_load(&pool->zspage_chunks[id / ZPOOL_ZSPAGE_CHUNK]);
 	if (!chunk) {
-		chunk = calloc(ZSPAGE_CHUNK, sizeof(*chunk));
+		chunk = calloc(ZPOOL_ZSPAGE_CHUNK, sizeof(*chunk));
 		if (!chunk)
 			return NULL;
-		for (uint32_t i = 0; i < ZSPAGE_CHUNK; i++)
+		for (uint32_t i = 0; i < ZPOOL_ZSPAGE_CHUNK; i++)
 			chunk[i].id = id + i;
-		atomic_fetch_add(&pool->meta_bytes, ZSPAGE_CHUNK * sizeof(*chunk) +
-							    table_page_cost(id / ZSPAGE_CHUNK));
-		atomic_store_explicit(&pool->zspage_chunks[id / ZSPAGE_CHUNK], chunk,
+		atomic_fetch_add(&pool->meta_bytes,
+				 ZPOOL_ZSPAGE_CHUNK * sizeof(*chunk) +
+					 table_page_cost(id / ZPOOL_ZSPAGE_CHUNK));
+		atomic_store_explicit(&pool->zspage_chunks[id / ZPOOL_ZSPAGE_CHUNK], chunk,
 				      memory_order_release);
 	}
 	pool->nr_zspage_structs++;
-	return &chunk[id % ZSPAGE_CHUNK];
+	return &chunk[id % ZPOOL_ZSPAGE_CHUNK];
 }
 
 static void update_max(atomic_uint_fast64_t *max, uint64_t v)
@@ -662,7 +666,7 @@ static uint32_t slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs
 			break;
 		}
 	}
-	slot_pages(c, slot, hdr >> HDR_SIZE_SHIFT, &first, &last);
+	slot_pages(c, slot, hdr >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
 	for (uint32_t p = first; p <= last; p++) {
 		zs->page_refs[p]++;
 		if (!zs->page_resident[p]) {
@@ -682,7 +686,7 @@ static void slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uin
 {
 	uint32_t first, last;
 
-	slot_pages(c, slot, hdr >> HDR_SIZE_SHIFT, &first, &last);
+	slot_pages(c, slot, hdr >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
 	for (uint32_t p = first; p <= last; p++)
 		zs->page_refs[p]--;
 	zs->free_bits[slot / 64] |= 1ull << (slot % 64);
@@ -783,14 +787,14 @@ int zpool_check_class(zf_pool *pool, struct size_class *c)
 				if (slot_is_free(zs, s))
 					continue;
 				h = hdr_load(c, zs, s);
-				ep = entry_of(pool, h & HDR_HANDLE_MASK);
+				ep = entry_of(pool, h & ZPOOL_HDR_HANDLE_MASK);
 				CHECK(ep && atomic_load(ep) == entry_make(c->index, zs->id, s));
-				CHECK((h >> HDR_SIZE_SHIFT) >= 1 &&
-				      (h >> HDR_SIZE_SHIFT) <= c->capacity);
-				slot_pages(c, s, h >> HDR_SIZE_SHIFT, &first, &last);
+				CHECK((h >> ZPOOL_HDR_SIZE_SHIFT) >= 1 &&
+				      (h >> ZPOOL_HDR_SIZE_SHIFT) <= c->capacity);
+				slot_pages(c, s, h >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
 				for (uint32_t p = first; p <= last; p++)
 					refs[p]++;
-				bytes += h >> HDR_SIZE_SHIFT;
+				bytes += h >> ZPOOL_HDR_SIZE_SHIFT;
 				live++;
 			}
 			/* No bit set past the last slot. */
@@ -813,6 +817,22 @@ int zpool_check_class(zf_pool *pool, struct size_class *c)
 }
 
 #ifdef ZF_TEST_HOOKS
+int zpool_check(zf_pool *pool)
+{
+	int ret = 0;
+
+	for (unsigned i = 0; i < pool->nr_classes && !ret; i++) {
+		struct size_class *c = class_at(pool, i);
+
+		if (!c)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		ret = zpool_check_class(pool, c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return ret;
+}
+
 uint64_t zpool_pins(zf_pool *pool)
 {
 	uint64_t pins = 0;
@@ -902,9 +922,9 @@ static void move_object(zf_pool *pool, struct size_class *c, struct zspage *src,
 	const uint32_t d = slot_take(pool, c, dst, h);
 
 	memcpy(slot_ptr(c, dst, d) + ZPOOL_HDR, slot_ptr(c, src, s) + ZPOOL_HDR,
-	       h >> HDR_SIZE_SHIFT);
-	atomic_store_explicit(entry_of(pool, h & HDR_HANDLE_MASK), entry_make(c->index, dst->id, d),
-			      memory_order_release);
+	       h >> ZPOOL_HDR_SIZE_SHIFT);
+	atomic_store_explicit(entry_of(pool, h & ZPOOL_HDR_HANDLE_MASK),
+			      entry_make(c->index, dst->id, d), memory_order_release);
 	slot_put(c, src, s, h);
 }
 
@@ -989,7 +1009,7 @@ static int drain_pays(const struct size_class *c, const struct zspage *src)
 			return 0;
 		while (!slot_is_free(dst, d))
 			d++;
-		slot_pages(c, d++, hdr_load(c, src, s) >> HDR_SIZE_SHIFT, &first, &last);
+		slot_pages(c, d++, hdr_load(c, src, s) >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
 		for (uint32_t p = first; p <= last; p++) {
 			taken += !dst->page_resident[p] && !fresh[p];
 			fresh[p] = 1;
@@ -1019,7 +1039,7 @@ static void drain_source(zf_pool *pool, struct size_class *c, struct zspage *src
 
 	while (src->inuse && (s = highest_used(c, src)) >= 0) {
 		struct zspage *dst = fullest_partial(c, src);
-		const size_t size = hdr_load(c, src, (uint32_t)s) >> HDR_SIZE_SHIFT;
+		const size_t size = hdr_load(c, src, (uint32_t)s) >> ZPOOL_HDR_SIZE_SHIFT;
 		uint32_t to;
 
 		if (dst && dst->inuse >= src->inuse &&
@@ -1097,6 +1117,7 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
  * ascending order, the only place that holds two), and only for objects of a zspage taken
  * for moving, as compaction takes it.
  */
+#define SPILL_REACH 8u /* spilling moves objects at most this many classes up */
 #define SPILL_MAX_COST (ZPOOL_PAGE / 4)
 #define SPILL_MAX_OBJS (ZPOOL_PAGE / ZPOOL_SMALL_STEP + 1)
 
@@ -1154,7 +1175,7 @@ static unsigned spill_plan(zf_pool *pool, struct size_class *c, struct size_clas
 
 	if (hi < 0)
 		return 0;
-	slot_pages(c, (uint32_t)hi, hdr_load(c, src, (uint32_t)hi) >> HDR_SIZE_SHIFT, &first,
+	slot_pages(c, (uint32_t)hi, hdr_load(c, src, (uint32_t)hi) >> ZPOOL_HDR_SIZE_SHIFT, &first,
 		   &page);
 	for (int64_t s = hi; s >= 0; s--) {
 		uint64_t h;
@@ -1163,20 +1184,20 @@ static unsigned spill_plan(zf_pool *pool, struct size_class *c, struct size_clas
 		if (slot_is_free(src, (uint32_t)s))
 			continue;
 		h = hdr_load(c, src, (uint32_t)s);
-		slot_pages(c, (uint32_t)s, h >> HDR_SIZE_SHIFT, &first, &last);
+		slot_pages(c, (uint32_t)s, h >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
 		if (last < page)
 			break; /* slots below end on earlier pages */
 		if (n == SPILL_MAX_OBJS)
 			return 0;
 		plan[n].slot = (uint32_t)s;
 		for (u = 0; u < nr_up; u++) {
-			if (!up[u]->huge && spill_find(up[u], h >> HDR_SIZE_SHIFT, plan, n))
+			if (!up[u]->huge && spill_find(up[u], h >> ZPOOL_HDR_SIZE_SHIFT, plan, n))
 				break;
 		}
 		if (u == nr_up)
 			return 0;
 		/* Against the object's own class: an object spilled before may move again. */
-		cost += up[u]->size - pool->defs[class_for(pool, h >> HDR_SIZE_SHIFT)].size;
+		cost += up[u]->size - pool->defs[class_for(pool, h >> ZPOOL_HDR_SIZE_SHIFT)].size;
 		if (cost > SPILL_MAX_COST)
 			return 0;
 		n++;
@@ -1190,7 +1211,7 @@ static void spill_move(zf_pool *pool, struct size_class *c, struct zspage *src,
 {
 	struct size_class *d = m->to;
 	const uint64_t h = hdr_load(c, src, m->slot);
-	const size_t size = h >> HDR_SIZE_SHIFT;
+	const size_t size = h >> ZPOOL_HDR_SIZE_SHIFT;
 	uint32_t first, last;
 
 	/* slot_take() takes the lowest free slot: take the planned one by hand instead. */
@@ -1202,7 +1223,7 @@ static void spill_move(zf_pool *pool, struct size_class *c, struct zspage *src,
 	hdr_store(d, m->zs, m->to_slot, h);
 	memcpy(slot_ptr(d, m->zs, m->to_slot) + ZPOOL_HDR, slot_ptr(c, src, m->slot) + ZPOOL_HDR,
 	       size);
-	atomic_store_explicit(entry_of(pool, h & HDR_HANDLE_MASK),
+	atomic_store_explicit(entry_of(pool, h & ZPOOL_HDR_HANDLE_MASK),
 			      entry_make(d->index, m->zs->id, m->to_slot), memory_order_release);
 	slot_put(c, src, m->slot, h);
 	regroup(d, m->zs);
@@ -1334,8 +1355,8 @@ int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
 	RETURN_IF(!pool, -ENOMEM);
 	zpool_class_defs(&n);
 	pool->classes = calloc(n, sizeof(*pool->classes));
-	pool->handle_chunks = calloc(HANDLE_CHUNKS, sizeof(*pool->handle_chunks));
-	pool->zspage_chunks = calloc(ZSPAGE_CHUNKS, sizeof(*pool->zspage_chunks));
+	pool->handle_chunks = calloc(ZPOOL_HANDLE_CHUNKS, sizeof(*pool->handle_chunks));
+	pool->zspage_chunks = calloc(ZPOOL_ZSPAGE_CHUNKS, sizeof(*pool->zspage_chunks));
 	if (!pool->classes || !pool->handle_chunks || !pool->zspage_chunks) {
 		free(pool->classes);
 		free(pool->handle_chunks);
@@ -1361,12 +1382,12 @@ void zf_pool_destroy(zf_pool *pool)
 		return;
 	for (size_t i = 0; i < pool->nr_arenas; i++)
 		munmap(pool->arenas[2 * i], (size_t)(uintptr_t)pool->arenas[2 * i + 1]);
-	for (size_t i = 0; i < HANDLE_CHUNKS; i++)
+	for (size_t i = 0; i < ZPOOL_HANDLE_CHUNKS; i++)
 		free(pool->handle_chunks[i]);
-	for (size_t i = 0; i < ZSPAGE_CHUNKS && pool->zspage_chunks[i]; i++) {
+	for (size_t i = 0; i < ZPOOL_ZSPAGE_CHUNKS && pool->zspage_chunks[i]; i++) {
 		struct zspage *chunk = pool->zspage_chunks[i];
 
-		for (uint32_t j = 0; j < ZSPAGE_CHUNK; j++)
+		for (uint32_t j = 0; j < ZPOOL_ZSPAGE_CHUNK; j++)
 			free(chunk[j].free_bits);
 		free(chunk);
 	}
@@ -1414,8 +1435,8 @@ int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handlep)
 	}
 	h = c->free_handles;
 	c->free_handles =
-		atomic_load_explicit(entry_of(pool, h), memory_order_relaxed) & ~ENTRY_FREE;
-	slot = slot_take(pool, c, zs, h | (uint64_t)size << HDR_SIZE_SHIFT);
+		atomic_load_explicit(entry_of(pool, h), memory_order_relaxed) & ~ZPOOL_ENTRY_FREE;
+	slot = slot_take(pool, c, zs, h | (uint64_t)size << ZPOOL_HDR_SIZE_SHIFT);
 	atomic_store_explicit(entry_of(pool, h), entry_make(c->index, zs->id, slot),
 			      memory_order_release);
 	regroup(c, zs);
@@ -1427,6 +1448,8 @@ out:
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
+
+#define ZPOOL_AUTO_COMPACT_MIN 16u /* pages: less is not worth a compaction from free() */
 
 void zf_pool_free(zf_pool *pool, uint64_t handle)
 {
@@ -1460,9 +1483,9 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 	zs = zspage_by_id(pool, entry_zspage(e));
 	hdr = hdr_load(c, zs, entry_slot(e));
 	c->objs_used--;
-	c->compr_bytes -= hdr >> HDR_SIZE_SHIFT;
+	c->compr_bytes -= hdr >> ZPOOL_HDR_SIZE_SHIFT;
 	slot_put(c, zs, entry_slot(e), hdr);
-	atomic_store_explicit(ep, ENTRY_FREE | c->free_handles, memory_order_release);
+	atomic_store_explicit(ep, ZPOOL_ENTRY_FREE | c->free_handles, memory_order_release);
 	c->free_handles = handle;
 	if (zs->inuse == 0) {
 		group_remove(zs);
@@ -1551,7 +1574,7 @@ const void *zf_pool_read_begin(zf_pool *pool, uint64_t handle, size_t *size)
 	c = class_at(pool, entry_class(e));
 	hdr = hdr_load(c, zs, entry_slot(e));
 	if (size)
-		*size = hdr >> HDR_SIZE_SHIFT;
+		*size = hdr >> ZPOOL_HDR_SIZE_SHIFT;
 	return slot_ptr(c, zs, entry_slot(e)) + (c->huge ? 0 : ZPOOL_HDR);
 }
 

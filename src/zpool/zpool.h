@@ -1,144 +1,22 @@
 /*
- * zpool.h - zpool's internals, shared by zpool.c and its unit tests, and the one the store
- * uses (zpool_write_begin()).
- *
- * The layout of a handle table entry and of an object header, the size class and
- * zspage structures, and the invariant check. See zpool.c for the design.
+ * zpool.h - what the library uses of the pool beyond the public zf_pool_* functions: the
+ * store's puts write into an object in two steps and ask for an object's lines ahead of
+ * a free or a read; tests ask where an object is and check the pool's invariants. The
+ * pool's structures stay in zpool_internal.h.
  */
 #ifndef ZF_ZPOOL_H
 #define ZF_ZPOOL_H
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <stdint.h>
 
-#include "../common/common.h"
-#include "../common/list.h"
-
-#define ZPOOL_PAGE ZF_PAGE_SIZE
-#define ZPOOL_HDR 8u /* the object header: handle and size */
-#define ZPOOL_SMALL_STEP 16u /* class step up to a page */
-#define ZPOOL_OCTAVE_CLASSES 128u /* classes per octave above a page */
-#define ZPOOL_SMALL_MAX_PAGES 64u /* longest zspage for classes up to a page */
-#define ZPOOL_MAX_ZSPAGE_PAGES 1024u
-#define ZPOOL_ARENA_BYTES ((size_t)64 << 20)
-#define SPILL_REACH 8u /* spilling moves objects at most this many classes up */
-#define ZPOOL_AUTO_COMPACT_MIN 16u /* pages: less is not worth a compaction from free() */
+#include "zfolio.h"
 
 /*
- * Fullness groups, zsmalloc's: 1..10 by tenths of the slots in use (rounded up), 11 for
- * full. An empty zspage is freed at once, so group 0 is never on a list.
+ * zf_pool_write() in two steps, for the store's puts, which copy a unit into its object
+ * a compression later: the object's bytes, pinned until zf_pool_read_end(), or NULL for
+ * a handle that is not allocated.
  */
-#define ZPOOL_GROUP_FULL 11
-#define ZPOOL_GROUPS 12
-
-/*
- * A handle table entry. Free: ENTRY_FREE | next free handle of the class. Allocated:
- * class (11 bits) | zspage id (32 bits) | slot (20 bits); never 0, as class and
- * zspage id are stored plus one.
- */
-#define ENTRY_FREE (1ull << 63)
-#define ENTRY_CLASS_SHIFT 52
-#define ENTRY_ZSPAGE_SHIFT 20
-#define ENTRY_SLOT_MASK ((1ull << ENTRY_ZSPAGE_SHIFT) - 1)
-
-/*
- * An object header (the first 8 bytes of a slot, or zspage->huge_hdr for a huge class):
- * handle (40 bits) | size << 40. Free slots hold nothing: they are tracked in the
- * zspage's bitmap, so that their pages can be given back.
- */
-#define HDR_SIZE_SHIFT 40
-#define HDR_HANDLE_MASK ((1ull << HDR_SIZE_SHIFT) - 1)
-
-/*
- * Handle and zspage tables grow in chunks, so that a small pool has a small table: at
- * most 2^28 handles (a TiB of 4 KiB units) and 2^22 zspages.
- */
-#define HANDLE_CHUNK_SHIFT 12
-#define HANDLE_CHUNK (1u << HANDLE_CHUNK_SHIFT)
-#define HANDLE_CHUNKS (1u << 16)
-#define HANDLE_BATCH 16u
-#define ZSPAGE_CHUNK 256u
-#define ZSPAGE_CHUNKS (1u << 14)
-
-struct zspage {
-	uint8_t *base; /* pages * ZPOOL_PAGE bytes, fixed for the struct's life */
-	union {
-		struct list_node node; /* in use: on its class's fullness group list */
-		struct zspage *next_free; /* empty: on the pool's free or warm stack */
-	};
-	uint32_t id;
-	uint16_t pages;
-	uint16_t class_idx;
-	uint8_t group;
-	uint32_t inuse;
-	uint32_t resident; /* pages with memory behind them */
-	uint64_t huge_hdr;
-	atomic_int pins; /* > 0: readers/writers; -1: compaction is moving objects */
-	/*
-	 * One allocation of meta_cap bytes: the free-slot bitmap (1 = free, a bit per slot),
-	 * then per page the number of objects on it (uint16_t) and whether it has memory
-	 * behind it (uint8_t). A page gets memory when an object is put on it and gives it
-	 * back (MADV_DONTNEED) when compaction finds no object on it.
-	 */
-	uint64_t *free_bits;
-	uint16_t *page_refs;
-	uint8_t *page_resident;
-	size_t meta_cap;
-};
-
-struct size_class {
-	pthread_mutex_t lock;
-	uint32_t size; /* slot size */
-	uint32_t capacity; /* the largest object: size, less the header unless huge */
-	uint32_t pages; /* per zspage */
-	uint32_t objs; /* per zspage */
-	uint32_t huge;
-	uint32_t index;
-	struct list_node groups[ZPOOL_GROUPS]; /* zspage lists, by fullness */
-	uint64_t free_handles; /* head of the class's free handle list */
-	/* Counters, under lock. */
-	uint64_t objs_used, compr_bytes, zspages, resident_pages, compactions, pages_compacted;
-};
-
-struct zf_pool {
-	const struct zpool_class_def *defs; /* the class table */
-	_Atomic(struct size_class *) *classes; /* made on first use, under grow_lock */
-	unsigned nr_classes;
-	unsigned compact_threshold_pct;
-
-	/* Handles: chunks made on demand, never moved, so entries can be read lock-free. */
-	_Atomic(_Atomic uint64_t *) *handle_chunks;
-	atomic_uint_fast64_t next_handle;
-	pthread_mutex_t grow_lock; /* making handle chunks and classes */
-
-	/* zspages: structs in chunks, never freed before the pool; ids index them. */
-	pthread_mutex_t arena_lock; /* everything below */
-	_Atomic(struct zspage *) *zspage_chunks;
-	uint32_t nr_zspage_structs;
-	struct zspage *free_zspages[ZPOOL_MAX_ZSPAGE_PAGES + 1]; /* by length: pages returned */
-	struct zspage *warm_zspages[ZPOOL_MAX_ZSPAGE_PAGES + 1]; /* by length: pages kept */
-	uint8_t *arena_cur;
-	size_t arena_left;
-	void **arenas;
-	size_t nr_arenas, arenas_cap;
-
-	atomic_uint_fast64_t pages_used, mem_used_max, meta_bytes;
-	/* Pages of empty zspages kept in memory (in pages_used), their limit, and given back. */
-	atomic_uint_fast64_t warm_pages, warm_released;
-	uint64_t warm_pages_max;
-};
-
-/* The class table: built once, the same for every pool. */
-struct zpool_class_def {
-	uint32_t size, capacity, pages, objs, huge;
-};
-const struct zpool_class_def *zpool_class_defs(unsigned *count);
-
-/* The class a handle's object is in now (spilling may have moved it up), or UINT32_MAX. */
-unsigned zpool_handle_class(zf_pool *pool, uint64_t handle);
-
-/* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
-int zpool_check_class(zf_pool *pool, struct size_class *c);
+void *zpool_write_begin(zf_pool *pool, uint64_t handle);
 
 /*
  * Ask for the lines a free or a read of handle's object begins with, ahead of it:
@@ -148,16 +26,15 @@ int zpool_check_class(zf_pool *pool, struct size_class *c);
 void zpool_prefetch_entry(zf_pool *pool, uint64_t handle);
 void zpool_prefetch_object(zf_pool *pool, uint64_t handle);
 
+/* The class a handle's object is in now (spilling may have moved it up), or UINT32_MAX. */
+unsigned zpool_handle_class(zf_pool *pool, uint64_t handle);
+
 #ifdef ZF_TEST_HOOKS
+/* For tests: checks every invariant of every class. Returns 0 or -EFAULT (and logs). */
+int zpool_check(zf_pool *pool);
+
 /* For tests: the pins held on the pool's zspages now (none once every read has ended). */
 uint64_t zpool_pins(zf_pool *pool);
 #endif
-
-/*
- * zf_pool_write() in two steps, for the store's puts, which copy a unit into its object
- * a compression later: the object's bytes, pinned until zf_pool_read_end(), or NULL for
- * a handle that is not allocated.
- */
-void *zpool_write_begin(zf_pool *pool, uint64_t handle);
 
 #endif /* ZF_ZPOOL_H */

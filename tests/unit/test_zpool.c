@@ -4,7 +4,7 @@
  * reading their own bytes, pages go back), exact stats, bad handles, and mmap/malloc
  * failure injection (-Wl,--wrap) that must give -ENOMEM and leave the pool whole. The
  * dev preset builds with ZF_DEBUG_FULL, which checks the class invariants after every
- * operation; here zpool_check_class() is also called directly.
+ * operation; here zpool_check() is also called directly.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -96,9 +96,16 @@ static uint64_t put_object(zf_pool *pool, size_t len)
 
 static void check_all_classes(zf_pool *pool)
 {
-	for (unsigned i = 0; i < pool->nr_classes; i++)
-		if (pool->classes[i])
-			assert_int_equal(zpool_check_class(pool, pool->classes[i]), 0);
+	assert_int_equal(zpool_check(pool), 0);
+}
+
+/* Class i's geometry, from its stats. */
+static zf_pool_class_stats class_def(zf_pool *pool, unsigned i)
+{
+	zf_pool_class_stats cs;
+
+	assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
+	return cs;
 }
 
 /* The index of the class an object of size bytes is allocated in. */
@@ -106,7 +113,7 @@ static unsigned class_index_of(zf_pool *pool, size_t size)
 {
 	unsigned i = 0;
 
-	while (pool->defs[i].capacity < size)
+	while (class_def(pool, i).max_object < size)
 		i++;
 	return i;
 }
@@ -125,26 +132,28 @@ static zf_pool *new_pool(unsigned compact_pct)
 /* The class table: capacities grow, every size has a class, waste stays small. */
 static void test_class_table(void **state)
 {
-	unsigned n;
-	const struct zpool_class_def *d = zpool_class_defs(&n);
+	zf_pool *pool = new_pool(0);
+	const unsigned n = zf_pool_class_count();
+	zf_pool_class_stats prev = { 0 };
 
 	(void)state;
-	assert_int_equal(n, zf_pool_class_count());
 	assert_true(n > 100);
 	for (unsigned i = 0; i < n; i++) {
+		const zf_pool_class_stats d = class_def(pool, i);
+
 		if (i)
-			assert_true(d[i].capacity > d[i - 1].capacity);
-		assert_true(d[i].objs >= 1);
-		assert_true(d[i].pages * ZF_PAGE_SIZE >= d[i].objs * d[i].size);
-		assert_int_equal(d[i].huge, d[i].objs == 1);
+			assert_true(d.max_object > prev.max_object);
+		assert_true(d.objs_per_zspage >= 1);
+		assert_true(d.pages_per_zspage * ZF_PAGE_SIZE >= d.objs_per_zspage * d.class_size);
+		assert_int_equal(d.huge, d.objs_per_zspage == 1);
+		/* A raw 4 KiB page and a raw 64 KiB unit fit a huge class exactly. */
+		if (d.max_object == 4096 || d.max_object == 65536)
+			assert_true(d.huge && d.class_size == d.max_object &&
+				    d.pages_per_zspage * ZF_PAGE_SIZE == d.class_size);
+		prev = d;
 	}
-	assert_int_equal(d[n - 1].capacity, ZF_UNIT_MAX);
-	/* A raw 4 KiB page and a raw 64 KiB unit fit a huge class exactly. */
-	for (unsigned i = 0; i < n; i++) {
-		if (d[i].capacity == 4096 || d[i].capacity == 65536)
-			assert_true(d[i].huge && d[i].size == d[i].capacity &&
-				    d[i].pages * ZF_PAGE_SIZE == d[i].size);
-	}
+	assert_int_equal(prev.max_object, ZF_UNIT_MAX);
+	zf_pool_destroy(pool);
 }
 
 /* Every class: objects of its largest size and one byte over the previous class. */
@@ -163,7 +172,7 @@ static void test_every_class(void **state)
 
 		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
 		len[2 * i] = cs.max_object;
-		len[2 * i + 1] = i ? pool->defs[i - 1].capacity + 1 : 1;
+		len[2 * i + 1] = i ? class_def(pool, i - 1).max_object + 1 : 1;
 	}
 	for (unsigned i = 0; i < 2 * n; i++) {
 		h[i] = put_object(pool, len[i]);
@@ -429,13 +438,13 @@ static void test_spill(void **state)
 {
 	zf_pool *pool = new_pool(0);
 	const unsigned i = class_index_of(pool, 1000);
-	const size_t small = pool->defs[i].capacity, big = pool->defs[i + 1].capacity;
+	const size_t small = class_def(pool, i).max_object, big = class_def(pool, i + 1).max_object;
 	zf_pool_stats before, after;
 	uint64_t hb, hs, hx;
 	const void *p;
 
 	(void)state;
-	assert_false(pool->defs[i + 1].huge);
+	assert_false(class_def(pool, i + 1).huge);
 	hb = put_object(pool, big); /* the next class: one page in memory, slots free on it */
 	hs = put_object(pool, small);
 	assert_int_equal(zpool_handle_class(pool, hs), i);
@@ -469,14 +478,15 @@ static void test_spill(void **state)
 	pool = new_pool(0);
 	{
 		const unsigned k = class_index_of(pool, 20);
-		const uint32_t step = pool->defs[k + 1].size - pool->defs[k].size;
-		const unsigned n = ZPOOL_PAGE / 4 / step + 1;
-		uint64_t hs_many[ZPOOL_PAGE / 16];
+		const zf_pool_class_stats dk = class_def(pool, k), up = class_def(pool, k + 1);
+		const uint32_t step = up.class_size - dk.class_size;
+		const unsigned n = ZF_PAGE_SIZE / 4 / step + 1;
+		uint64_t hs_many[ZF_PAGE_SIZE / 16];
 
-		assert_true(n <= ZPOOL_PAGE / pool->defs[k + 1].size - 1);
-		hx = put_object(pool, pool->defs[k + 1].capacity);
+		assert_true(n <= ZF_PAGE_SIZE / up.class_size - 1);
+		hx = put_object(pool, up.max_object);
 		for (unsigned j = 0; j < n; j++)
-			hs_many[j] = put_object(pool, pool->defs[k].capacity);
+			hs_many[j] = put_object(pool, dk.max_object);
 		assert_int_equal(zf_pool_compact(pool), 0);
 		for (unsigned j = 0; j < n; j++)
 			assert_int_equal(zpool_handle_class(pool, hs_many[j]), k);
@@ -484,9 +494,9 @@ static void test_spill(void **state)
 		assert_int_equal(zf_pool_compact(pool), 1);
 		for (unsigned j = 1; j < n; j++) {
 			assert_int_equal(zpool_handle_class(pool, hs_many[j]), k + 1);
-			check_object(pool, hs_many[j], pool->defs[k].capacity);
+			check_object(pool, hs_many[j], dk.max_object);
 		}
-		check_object(pool, hx, pool->defs[k + 1].capacity);
+		check_object(pool, hx, up.max_object);
 		check_all_classes(pool);
 	}
 	zf_pool_destroy(pool);
