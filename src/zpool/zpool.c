@@ -126,28 +126,6 @@ unsigned zf_pool_class_count(void)
 	return n;
 }
 
-/* The index of the smallest class whose capacity holds size. */
-static unsigned class_for(zf_pool *pool, size_t size)
-{
-	unsigned lo = 0, hi = pool->nr_classes - 1;
-
-	while (lo < hi) {
-		const unsigned mid = (lo + hi) / 2;
-
-		if (pool->defs[mid].capacity >= size)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
-}
-
-/* Class i, or NULL when the pool has never used it. */
-static struct size_class *class_at(zf_pool *pool, unsigned i)
-{
-	return atomic_load_explicit(&pool->classes[i], memory_order_acquire);
-}
-
 /*
  * Class i, made on first use: a pool of 4 KiB units uses a few hundred of the classes, so
  * the others cost a pointer each.
@@ -180,52 +158,6 @@ static struct size_class *class_get(zf_pool *pool, unsigned i)
 /* -------------------------------------------------------------------------------- */
 /* Handle table                                                                     */
 /* -------------------------------------------------------------------------------- */
-
-static _Atomic uint64_t *entry_of(zf_pool *pool, uint64_t handle)
-{
-	_Atomic uint64_t *chunk;
-
-	if (unlikely(handle == 0 || handle >= (uint64_t)ZPOOL_HANDLE_CHUNKS * ZPOOL_HANDLE_CHUNK))
-		return NULL;
-	chunk = atomic_load_explicit(&pool->handle_chunks[handle >> ZPOOL_HANDLE_CHUNK_SHIFT],
-				     memory_order_acquire);
-	return chunk ? &chunk[handle & (ZPOOL_HANDLE_CHUNK - 1)] : NULL;
-}
-
-static uint64_t entry_make(unsigned class_idx, uint32_t zspage_id, uint32_t slot)
-{
-	return (uint64_t)(class_idx + 1) << ZPOOL_ENTRY_CLASS_SHIFT |
-	       (uint64_t)(zspage_id + 1) << ZPOOL_ENTRY_ZSPAGE_SHIFT | slot;
-}
-
-static int entry_allocated(uint64_t e)
-{
-	return e != 0 && !(e & ZPOOL_ENTRY_FREE);
-}
-
-static unsigned entry_class(uint64_t e)
-{
-	return (unsigned)((e & ~ZPOOL_ENTRY_FREE) >> ZPOOL_ENTRY_CLASS_SHIFT) - 1;
-}
-
-static uint32_t entry_zspage(uint64_t e)
-{
-	return (uint32_t)(e >> ZPOOL_ENTRY_ZSPAGE_SHIFT) - 1;
-}
-
-static uint32_t entry_slot(uint64_t e)
-{
-	return (uint32_t)(e & ZPOOL_ENTRY_SLOT_MASK);
-}
-
-/*
- * The two chunk pointer tables are calloc'd whole (a few hundred KiB, zero pages until
- * written); meta_bytes counts a page of one when its first pointer is set.
- */
-static size_t table_page_cost(size_t chunk_index)
-{
-	return chunk_index * sizeof(void *) % ZPOOL_PAGE == 0 ? ZPOOL_PAGE : 0;
-}
 
 /* Gives class c a batch of fresh handles. Caller holds c->lock. */
 static int refill_handles(zf_pool *pool, struct size_class *c)
@@ -270,14 +202,6 @@ static int refill_handles(zf_pool *pool, struct size_class *c)
 /* -------------------------------------------------------------------------------- */
 /* zspages and arenas                                                               */
 /* -------------------------------------------------------------------------------- */
-
-static struct zspage *zspage_by_id(zf_pool *pool, uint32_t id)
-{
-	struct zspage *chunk = atomic_load_explicit(&pool->zspage_chunks[id / ZPOOL_ZSPAGE_CHUNK],
-						    memory_order_acquire);
-
-	return &chunk[id % ZPOOL_ZSPAGE_CHUNK];
-}
 
 #define ZPOOL_ARENA_BYTES ((size_t)64 << 20)
 
@@ -341,19 +265,6 @@ static struct zspage *zspage_struct_new(zf_pool *pool)
 	}
 	pool->nr_zspage_structs++;
 	return &chunk[id % ZPOOL_ZSPAGE_CHUNK];
-}
-
-static void update_max(atomic_uint_fast64_t *max, uint64_t v)
-{
-	uint64_t cur = atomic_load_explicit(max, memory_order_relaxed);
-
-	while (cur < v && !atomic_compare_exchange_weak(max, &cur, v))
-		;
-}
-
-static size_t bitmap_words(uint32_t bits)
-{
-	return (bits + 63) / 64;
 }
 
 /* Sizes zs's bitmap and page arrays for class c and marks every slot free. */
@@ -568,41 +479,6 @@ static uint32_t zspage_trim(zf_pool *pool, struct size_class *c, struct zspage *
 /* Fullness groups and slots (caller holds the class lock)                          */
 /* -------------------------------------------------------------------------------- */
 
-static uint8_t group_of(const struct size_class *c, uint32_t inuse)
-{
-	if (inuse == c->objs)
-		return ZPOOL_GROUP_FULL;
-	return (uint8_t)(inuse ? (inuse * 10 + c->objs - 1) / c->objs : 0);
-}
-
-/* The first zspage of group g, or NULL. */
-static struct zspage *group_first(const struct size_class *c, int g)
-{
-	const struct list_node *first = list_first(&c->groups[g]);
-
-	return first ? list_entry(first, struct zspage, node) : NULL;
-}
-
-/* The zspage after zs in group g, or NULL. */
-static struct zspage *group_next(const struct size_class *c, int g, const struct zspage *zs)
-{
-	const struct list_node *next = zs->node.next;
-
-	return next == &c->groups[g] ? NULL : list_entry(next, struct zspage, node);
-}
-
-static void group_remove(struct zspage *zs)
-{
-	list_del(&zs->node);
-}
-
-/* Puts zs first in the group its use calls for. */
-static void group_insert(struct size_class *c, struct zspage *zs)
-{
-	zs->group = group_of(c, zs->inuse);
-	list_add_head(&c->groups[zs->group], &zs->node);
-}
-
 /* Moves zs to the group its use now calls for. */
 static void regroup(struct size_class *c, struct zspage *zs)
 {
@@ -610,45 +486,6 @@ static void regroup(struct size_class *c, struct zspage *zs)
 		return;
 	group_remove(zs);
 	group_insert(c, zs);
-}
-
-static uint8_t *slot_ptr(const struct size_class *c, const struct zspage *zs, uint32_t slot)
-{
-	return zs->base + (size_t)slot * c->size;
-}
-
-static uint64_t hdr_load(const struct size_class *c, const struct zspage *zs, uint32_t slot)
-{
-	uint64_t h;
-
-	if (c->huge)
-		return zs->huge_hdr;
-	memcpy(&h, slot_ptr(c, zs, slot), sizeof(h));
-	return h;
-}
-
-static void hdr_store(const struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t h)
-{
-	if (c->huge)
-		zs->huge_hdr = h;
-	else
-		memcpy(slot_ptr(c, zs, slot), &h, sizeof(h));
-}
-
-static int slot_is_free(const struct zspage *zs, uint32_t slot)
-{
-	return (zs->free_bits[slot / 64] >> (slot % 64)) & 1;
-}
-
-/* The pages [first, last] that an object of size bytes in slot covers. */
-static void slot_pages(const struct size_class *c, uint32_t slot, size_t size, uint32_t *first,
-		       uint32_t *last)
-{
-	const size_t off = (size_t)slot * c->size;
-	const size_t len = size + (c->huge ? 0 : ZPOOL_HDR);
-
-	*first = (uint32_t)(off / ZPOOL_PAGE);
-	*last = (uint32_t)((off + len - 1) / ZPOOL_PAGE);
 }
 
 /*
@@ -691,18 +528,6 @@ static void slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uin
 		zs->page_refs[p]--;
 	zs->free_bits[slot / 64] |= 1ull << (slot % 64);
 	zs->inuse--;
-}
-
-/* The fullest zspage with a free slot, or NULL. */
-static struct zspage *fullest_partial(const struct size_class *c, const struct zspage *except)
-{
-	for (int g = ZPOOL_GROUP_FULL - 1; g >= 1; g--) {
-		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs)) {
-			if (zs != except)
-				return zs;
-		}
-	}
-	return NULL;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -851,16 +676,6 @@ uint64_t zpool_pins(zf_pool *pool)
 	}
 	return pins;
 }
-#endif
-
-#ifdef ZF_DEBUG_FULL
-#define DEBUG_CHECK(pool, c)                                                                       \
-	do {                                                                                       \
-		if (zpool_check_class(pool, c))                                                    \
-			abort();                                                                   \
-	} while (0)
-#else
-#define DEBUG_CHECK(pool, c) ((void)0)
 #endif
 
 /* -------------------------------------------------------------------------------- */
@@ -1095,7 +910,7 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
 			zspage_trim(pool, c, zs);
 	}
 	c->pages_compacted += before - c->resident_pages;
-	DEBUG_CHECK(pool, c);
+	ZPOOL_DEBUG_CHECK(pool, c);
 	return before - c->resident_pages;
 }
 
@@ -1275,7 +1090,7 @@ static uint64_t spill_class(zf_pool *pool, struct size_class *c)
 			break;
 	}
 	for (unsigned u = 0; u < nr_up; u++) {
-		DEBUG_CHECK(pool, up[u]);
+		ZPOOL_DEBUG_CHECK(pool, up[u]);
 		pthread_mutex_unlock(&up[u]->lock);
 	}
 	atomic_store_explicit(&src->pins, 0, memory_order_release);
@@ -1287,7 +1102,7 @@ static uint64_t spill_class(zf_pool *pool, struct size_class *c)
 		zspage_free(pool, c, src, 0);
 	}
 	c->pages_compacted += given;
-	DEBUG_CHECK(pool, c);
+	ZPOOL_DEBUG_CHECK(pool, c);
 out:
 	pthread_mutex_unlock(&c->lock);
 	return given;
@@ -1443,7 +1258,7 @@ int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handlep)
 	c->objs_used++;
 	c->compr_bytes += size;
 	*handlep = h;
-	DEBUG_CHECK(pool, c);
+	ZPOOL_DEBUG_CHECK(pool, c);
 out:
 	pthread_mutex_unlock(&c->lock);
 	return ret;
@@ -1500,7 +1315,7 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 		    slack * 100 >= (uint64_t)pool->compact_threshold_pct * c->resident_pages)
 			compact_class(pool, c);
 	}
-	DEBUG_CHECK(pool, c);
+	ZPOOL_DEBUG_CHECK(pool, c);
 out:
 	pthread_mutex_unlock(&c->lock);
 }

@@ -8,6 +8,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../common/common.h"
 #include "../common/list.h"
@@ -132,5 +134,209 @@ const struct zpool_class_def *zpool_class_defs(unsigned *count);
 
 /* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
 int zpool_check_class(zf_pool *pool, struct size_class *c);
+
+/* With ZF_DEBUG_FULL, every operation ends with a check of its class. */
+#ifdef ZF_DEBUG_FULL
+#define ZPOOL_DEBUG_CHECK(pool, c)                                                                 \
+	do {                                                                                       \
+		if (zpool_check_class(pool, c))                                                    \
+			abort();                                                                   \
+	} while (0)
+#else
+#define ZPOOL_DEBUG_CHECK(pool, c) ((void)0)
+#endif
+
+/* -------------------------------------------------------------------------------- */
+/* Classes                                                                          */
+/* -------------------------------------------------------------------------------- */
+
+/* The index of the smallest class whose capacity holds size. */
+static inline unsigned class_for(zf_pool *pool, size_t size)
+{
+	unsigned lo = 0, hi = pool->nr_classes - 1;
+
+	while (lo < hi) {
+		const unsigned mid = (lo + hi) / 2;
+
+		if (pool->defs[mid].capacity >= size)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* Class i, or NULL when the pool has never used it. */
+static inline struct size_class *class_at(zf_pool *pool, unsigned i)
+{
+	return atomic_load_explicit(&pool->classes[i], memory_order_acquire);
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Handle table entries                                                             */
+/* -------------------------------------------------------------------------------- */
+
+static inline _Atomic uint64_t *entry_of(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *chunk;
+
+	if (unlikely(handle == 0 || handle >= (uint64_t)ZPOOL_HANDLE_CHUNKS * ZPOOL_HANDLE_CHUNK))
+		return NULL;
+	chunk = atomic_load_explicit(&pool->handle_chunks[handle >> ZPOOL_HANDLE_CHUNK_SHIFT],
+				     memory_order_acquire);
+	return chunk ? &chunk[handle & (ZPOOL_HANDLE_CHUNK - 1)] : NULL;
+}
+
+static inline uint64_t entry_make(unsigned class_idx, uint32_t zspage_id, uint32_t slot)
+{
+	return (uint64_t)(class_idx + 1) << ZPOOL_ENTRY_CLASS_SHIFT |
+	       (uint64_t)(zspage_id + 1) << ZPOOL_ENTRY_ZSPAGE_SHIFT | slot;
+}
+
+static inline int entry_allocated(uint64_t e)
+{
+	return e != 0 && !(e & ZPOOL_ENTRY_FREE);
+}
+
+static inline unsigned entry_class(uint64_t e)
+{
+	return (unsigned)((e & ~ZPOOL_ENTRY_FREE) >> ZPOOL_ENTRY_CLASS_SHIFT) - 1;
+}
+
+static inline uint32_t entry_zspage(uint64_t e)
+{
+	return (uint32_t)(e >> ZPOOL_ENTRY_ZSPAGE_SHIFT) - 1;
+}
+
+static inline uint32_t entry_slot(uint64_t e)
+{
+	return (uint32_t)(e & ZPOOL_ENTRY_SLOT_MASK);
+}
+
+/*
+ * The two chunk pointer tables are calloc'd whole (a few hundred KiB, zero pages until
+ * written); meta_bytes counts a page of one when its first pointer is set.
+ */
+static inline size_t table_page_cost(size_t chunk_index)
+{
+	return chunk_index * sizeof(void *) % ZPOOL_PAGE == 0 ? ZPOOL_PAGE : 0;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* zspages                                                                          */
+/* -------------------------------------------------------------------------------- */
+
+static inline struct zspage *zspage_by_id(zf_pool *pool, uint32_t id)
+{
+	struct zspage *chunk = atomic_load_explicit(&pool->zspage_chunks[id / ZPOOL_ZSPAGE_CHUNK],
+						    memory_order_acquire);
+
+	return &chunk[id % ZPOOL_ZSPAGE_CHUNK];
+}
+
+static inline size_t bitmap_words(uint32_t bits)
+{
+	return (bits + 63) / 64;
+}
+
+static inline void update_max(atomic_uint_fast64_t *max, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(max, memory_order_relaxed);
+
+	while (cur < v && !atomic_compare_exchange_weak(max, &cur, v))
+		;
+}
+
+/* -------------------------------------------------------------------------------- */
+/* Fullness groups and slots (caller holds the class lock)                          */
+/* -------------------------------------------------------------------------------- */
+
+static inline uint8_t group_of(const struct size_class *c, uint32_t inuse)
+{
+	if (inuse == c->objs)
+		return ZPOOL_GROUP_FULL;
+	return (uint8_t)(inuse ? (inuse * 10 + c->objs - 1) / c->objs : 0);
+}
+
+/* The first zspage of group g, or NULL. */
+static inline struct zspage *group_first(const struct size_class *c, int g)
+{
+	const struct list_node *first = list_first(&c->groups[g]);
+
+	return first ? list_entry(first, struct zspage, node) : NULL;
+}
+
+/* The zspage after zs in group g, or NULL. */
+static inline struct zspage *group_next(const struct size_class *c, int g, const struct zspage *zs)
+{
+	const struct list_node *next = zs->node.next;
+
+	return next == &c->groups[g] ? NULL : list_entry(next, struct zspage, node);
+}
+
+static inline void group_remove(struct zspage *zs)
+{
+	list_del(&zs->node);
+}
+
+/* Puts zs first in the group its use calls for. */
+static inline void group_insert(struct size_class *c, struct zspage *zs)
+{
+	zs->group = group_of(c, zs->inuse);
+	list_add_head(&c->groups[zs->group], &zs->node);
+}
+
+static inline uint8_t *slot_ptr(const struct size_class *c, const struct zspage *zs, uint32_t slot)
+{
+	return zs->base + (size_t)slot * c->size;
+}
+
+static inline uint64_t hdr_load(const struct size_class *c, const struct zspage *zs, uint32_t slot)
+{
+	uint64_t h;
+
+	if (c->huge)
+		return zs->huge_hdr;
+	memcpy(&h, slot_ptr(c, zs, slot), sizeof(h));
+	return h;
+}
+
+static inline void hdr_store(const struct size_class *c, struct zspage *zs, uint32_t slot,
+			     uint64_t h)
+{
+	if (c->huge)
+		zs->huge_hdr = h;
+	else
+		memcpy(slot_ptr(c, zs, slot), &h, sizeof(h));
+}
+
+static inline int slot_is_free(const struct zspage *zs, uint32_t slot)
+{
+	return (zs->free_bits[slot / 64] >> (slot % 64)) & 1;
+}
+
+/* The pages [first, last] that an object of size bytes in slot covers. */
+static inline void slot_pages(const struct size_class *c, uint32_t slot, size_t size,
+			      uint32_t *first, uint32_t *last)
+{
+	const size_t off = (size_t)slot * c->size;
+	const size_t len = size + (c->huge ? 0 : ZPOOL_HDR);
+
+	*first = (uint32_t)(off / ZPOOL_PAGE);
+	*last = (uint32_t)((off + len - 1) / ZPOOL_PAGE);
+}
+
+/* The fullest zspage with a free slot, or NULL. */
+static inline struct zspage *fullest_partial(const struct size_class *c,
+					     const struct zspage *except)
+{
+	for (int g = ZPOOL_GROUP_FULL - 1; g >= 1; g--) {
+		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs)) {
+			if (zs != except)
+				return zs;
+		}
+	}
+	return NULL;
+}
 
 #endif /* ZF_ZPOOL_INTERNAL_H */
