@@ -172,6 +172,16 @@ static inline struct size_class *class_at(zf_pool *pool, unsigned i)
 	return atomic_load_explicit(&pool->classes[i], memory_order_acquire);
 }
 
+struct size_class *zpool_class_make(zf_pool *pool, unsigned i);
+
+/* Class i, made on first use (NULL: out of memory). */
+static inline struct size_class *class_get(zf_pool *pool, unsigned i)
+{
+	struct size_class *c = class_at(pool, i);
+
+	return likely(c) ? c : zpool_class_make(pool, i);
+}
+
 /* -------------------------------------------------------------------------------- */
 /* Handle table entries                                                             */
 /* -------------------------------------------------------------------------------- */
