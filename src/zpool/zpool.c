@@ -1,16 +1,8 @@
 /*
  * zpool.c - zfolio's zsmalloc: an allocator for compressed objects.
  *
- * Objects are kept in size classes (zpool_class.c), each a slot size.
- *
- * zspages are runs of pages carved from 64 MiB arenas (mmap, no huge pages so that
- * returning 4 KiB pages works). Unlike the kernel's, they are contiguous in the address
- * space, so an object that crosses a page boundary is still one range and reads never
- * copy. An emptied zspage keeps its address range on a free list by length, for the next
- * zspage of that length; its pages stay in memory while the pool's "warm" pages are under
- * warm_pages_max (a page fault costs more than compressing a page on a VM), and go back
- * (MADV_DONTNEED) otherwise and at the next zf_pool_compact(). Address
- * space is not returned before the pool is destroyed; memory is.
+ * Objects are kept in size classes (zpool_class.c), each a slot size, in zspages
+ * (zpool_zspage.c), runs of pages.
  *
  * Handles. A handle indexes a table of 64-bit entries (class, zspage id, slot), kept in
  * chunks that never move, so a reader finds an object without a lock. Each class keeps
@@ -81,337 +73,6 @@ static int refill_handles(zf_pool *pool, struct size_class *c)
 		c->free_handles = h;
 	}
 	return 0;
-}
-
-/* -------------------------------------------------------------------------------- */
-/* zspages and arenas                                                               */
-/* -------------------------------------------------------------------------------- */
-
-#define ZPOOL_ARENA_BYTES ((size_t)64 << 20)
-
-/* A fresh address range of pages pages from the arenas. Caller holds arena_lock. */
-static uint8_t *arena_take(zf_pool *pool, uint32_t pages)
-{
-	const size_t bytes = (size_t)pages * ZPOOL_PAGE;
-	uint8_t *p;
-
-	if (pool->arena_left < bytes) {
-		const size_t len = ZF_MAX(ZPOOL_ARENA_BYTES, bytes);
-		void *a;
-
-		if (pool->nr_arenas == pool->arenas_cap) {
-			const size_t cap = pool->arenas_cap ? 2 * pool->arenas_cap : 16;
-			void **arenas = realloc(pool->arenas, cap * 2 * sizeof(void *));
-
-			if (!arenas)
-				return NULL;
-			pool->arenas = arenas;
-			pool->arenas_cap = cap;
-		}
-		a = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (a == MAP_FAILED)
-			return NULL;
-		/* 4 KiB pages only: giving back part of a huge page would split it anyway. */
-		madvise(a, len, MADV_NOHUGEPAGE);
-		pool->arenas[2 * pool->nr_arenas] = a;
-		pool->arenas[2 * pool->nr_arenas + 1] = (void *)(uintptr_t)len;
-		pool->nr_arenas++;
-		pool->arena_cur = a;
-		pool->arena_left = len;
-	}
-	p = pool->arena_cur;
-	pool->arena_cur += bytes;
-	pool->arena_left -= bytes;
-	return p;
-}
-
-/* A new struct zspage with an id. Caller holds arena_lock. */
-static struct zspage *zspage_struct_new(zf_pool *pool)
-{
-	const uint32_t id = pool->nr_zspage_structs;
-	struct zspage *chunk;
-
-	if (id / ZPOOL_ZSPAGE_CHUNK >= ZPOOL_ZSPAGE_CHUNKS)
-		return NULL;
-	chunk = atomic_load(&pool->zspage_chunks[id / ZPOOL_ZSPAGE_CHUNK]);
-	if (!chunk) {
-		chunk = calloc(ZPOOL_ZSPAGE_CHUNK, sizeof(*chunk));
-		if (!chunk)
-			return NULL;
-		for (uint32_t i = 0; i < ZPOOL_ZSPAGE_CHUNK; i++)
-			chunk[i].id = id + i;
-		atomic_fetch_add(&pool->meta_bytes,
-				 ZPOOL_ZSPAGE_CHUNK * sizeof(*chunk) +
-					 table_page_cost(id / ZPOOL_ZSPAGE_CHUNK));
-		atomic_store_explicit(&pool->zspage_chunks[id / ZPOOL_ZSPAGE_CHUNK], chunk,
-				      memory_order_release);
-	}
-	pool->nr_zspage_structs++;
-	return &chunk[id % ZPOOL_ZSPAGE_CHUNK];
-}
-
-/* Sizes zs's bitmap and page arrays for class c and marks every slot free. */
-static int zspage_meta_init(zf_pool *pool, const struct size_class *c, struct zspage *zs,
-			    const uint8_t *resident)
-{
-	const size_t words = bitmap_words(c->objs);
-	const size_t need = words * 8 + (size_t)c->pages * (sizeof(uint16_t) + 1);
-
-	zs->free_bits = malloc(need);
-	if (!zs->free_bits)
-		return -ENOMEM;
-	zs->meta_cap = need;
-	atomic_fetch_add(&pool->meta_bytes, need);
-	zs->page_refs = (uint16_t *)(void *)(zs->free_bits + words);
-	zs->page_resident = (uint8_t *)(zs->page_refs + c->pages);
-	memset(zs->free_bits, 0xff, words * 8);
-	if (c->objs % 64)
-		zs->free_bits[words - 1] = (1ull << (c->objs % 64)) - 1;
-	memset(zs->page_refs, 0, (size_t)c->pages * sizeof(uint16_t));
-	if (resident)
-		memcpy(zs->page_resident, resident, c->pages);
-	else
-		memset(zs->page_resident, 0, c->pages);
-	return 0;
-}
-
-static void zspage_meta_free(zf_pool *pool, struct zspage *zs)
-{
-	atomic_fetch_sub(&pool->meta_bytes, zs->meta_cap);
-	free(zs->free_bits);
-	zs->free_bits = NULL;
-	zs->meta_cap = 0;
-}
-
-/*
- * Returns a zspage struct (with its address range) to the free lists: the warm list when
- * its pages keep their memory (it keeps its page_resident flags, and zs->resident counts
- * them), else the cold one.
- */
-static void zspage_release(zf_pool *pool, struct zspage *zs, int warm)
-{
-	/* The next class to use the range sizes its own bitmap. */
-	if (!warm)
-		zspage_meta_free(pool, zs);
-	pthread_mutex_lock(&pool->arena_lock);
-	if (warm) {
-		zs->next_free = pool->warm_zspages[zs->pages];
-		pool->warm_zspages[zs->pages] = zs;
-	} else {
-		zs->next_free = pool->free_zspages[zs->pages];
-		pool->free_zspages[zs->pages] = zs;
-	}
-	pthread_mutex_unlock(&pool->arena_lock);
-}
-
-/*
- * Gives back the memory of every warm zspage (they join the cold list). Returns the
- * pages given back.
- */
-static uint64_t warm_release_all(zf_pool *pool)
-{
-	uint64_t given = 0;
-
-	pthread_mutex_lock(&pool->arena_lock);
-	for (uint32_t len = 1; len <= ZPOOL_MAX_ZSPAGE_PAGES; len++) {
-		while (pool->warm_zspages[len]) {
-			struct zspage *zs = pool->warm_zspages[len];
-
-			pool->warm_zspages[len] = zs->next_free;
-			madvise(zs->base, (size_t)len * ZPOOL_PAGE, MADV_DONTNEED);
-			zspage_meta_free(pool, zs);
-			given += zs->resident;
-			zs->resident = 0;
-			zs->next_free = pool->free_zspages[len];
-			pool->free_zspages[len] = zs;
-		}
-	}
-	atomic_fetch_sub(&pool->warm_pages, given);
-	atomic_fetch_sub(&pool->pages_used, given);
-	atomic_fetch_add(&pool->warm_released, given);
-	pthread_mutex_unlock(&pool->arena_lock);
-	return given;
-}
-
-/* A zspage for class c, empty, with no memory behind it yet. Caller holds c->lock. */
-static struct zspage *zspage_new(zf_pool *pool, struct size_class *c)
-{
-	struct zspage *zs;
-	uint32_t warm = 0;
-	int ret;
-
-	pthread_mutex_lock(&pool->arena_lock);
-	zs = pool->warm_zspages[c->pages];
-	if (zs) {
-		pool->warm_zspages[c->pages] = zs->next_free;
-		atomic_fetch_sub(&pool->warm_pages, zs->resident);
-		warm = zs->resident;
-	} else if ((zs = pool->free_zspages[c->pages])) {
-		pool->free_zspages[c->pages] = zs->next_free;
-	} else {
-		uint8_t *base = arena_take(pool, c->pages);
-
-		zs = base ? zspage_struct_new(pool) : NULL;
-		if (zs) {
-			zs->base = base;
-			zs->pages = (uint16_t)c->pages;
-		}
-		/* On failure the range (if any) stays unused in its arena: no memory lost. */
-	}
-	pthread_mutex_unlock(&pool->arena_lock);
-	if (!zs)
-		return NULL;
-	if (warm) {
-		/* Its pages in memory: keep the flags across the new class's layout. */
-		uint8_t resident[ZPOOL_MAX_ZSPAGE_PAGES];
-
-		memcpy(resident, zs->page_resident, zs->pages);
-		zspage_meta_free(pool, zs);
-		ret = zspage_meta_init(pool, c, zs, resident);
-		if (ret) {
-			/* Its memory goes: nothing describes it any more. */
-			madvise(zs->base, (size_t)zs->pages * ZPOOL_PAGE, MADV_DONTNEED);
-			atomic_fetch_sub(&pool->pages_used, warm);
-		}
-	} else {
-		ret = zspage_meta_init(pool, c, zs, NULL);
-	}
-	if (ret) {
-		zs->resident = 0;
-		zspage_release(pool, zs, 0);
-		return NULL;
-	}
-	list_init(&zs->node);
-	zs->class_idx = (uint16_t)c->index;
-	zs->group = 0;
-	zs->inuse = 0;
-	zs->resident = warm;
-	zs->huge_hdr = 0;
-	c->zspages++;
-	/* A warm zspage's pages are counted in pages_used already: now they are the class's. */
-	c->resident_pages += warm;
-	return zs;
-}
-
-static void resident_add(zf_pool *pool, struct size_class *c, struct zspage *zs, int64_t pages)
-{
-	zs->resident += (uint32_t)pages;
-	c->resident_pages += (uint64_t)pages;
-	if (pages > 0) {
-		const uint64_t used =
-			atomic_fetch_add(&pool->pages_used, (uint64_t)pages) + (uint64_t)pages;
-
-		update_max(&pool->mem_used_max, used * ZPOOL_PAGE);
-	} else {
-		atomic_fetch_sub(&pool->pages_used, (uint64_t)-pages);
-	}
-}
-
-/*
- * Frees an empty zspage. Caller holds c->lock; zs is on no list. Compaction gives its
- * pages back; otherwise (keep_warm) a zspage with pages in memory is kept warm while the warm ones stay within warm_pages_max: the next
- * zspage of its length takes it without a page fault (a page fault costs more than
- * compressing a page on a VM, and a store that replaces folios frees and allocates
- * zspages all the time). Its pages stay in pages_used. Otherwise, and at the next
- * zf_pool_compact(), the pages go back to the system.
- */
-static void zspage_free(zf_pool *pool, struct size_class *c, struct zspage *zs, int keep_warm)
-{
-	const uint64_t pages = zs->resident;
-
-	c->zspages--;
-	if (keep_warm && pages &&
-	    atomic_fetch_add(&pool->warm_pages, pages) + pages <= pool->warm_pages_max) {
-		c->resident_pages -= pages;
-		zspage_release(pool, zs, 1);
-		return;
-	}
-	if (keep_warm && pages)
-		atomic_fetch_sub(&pool->warm_pages, pages);
-	if (zs->resident)
-		madvise(zs->base, (size_t)zs->pages * ZPOOL_PAGE, MADV_DONTNEED);
-	resident_add(pool, c, zs, -(int64_t)zs->resident);
-	zspage_release(pool, zs, 0);
-}
-
-/* Gives back the pages of zs that no object is on. Returns how many. */
-static uint32_t zspage_trim(zf_pool *pool, struct size_class *c, struct zspage *zs)
-{
-	uint32_t trimmed = 0;
-
-	for (uint32_t p = 0; p < zs->pages;) {
-		uint32_t end = p;
-
-		while (end < zs->pages && !zs->page_refs[end] && zs->page_resident[end])
-			end++;
-		if (end == p) {
-			p++;
-			continue;
-		}
-		madvise(zs->base + (size_t)p * ZPOOL_PAGE, (size_t)(end - p) * ZPOOL_PAGE,
-			MADV_DONTNEED);
-		memset(zs->page_resident + p, 0, end - p);
-		trimmed += end - p;
-		p = end;
-	}
-	resident_add(pool, c, zs, -(int64_t)trimmed);
-	return trimmed;
-}
-
-/* -------------------------------------------------------------------------------- */
-/* Fullness groups and slots (caller holds the class lock)                          */
-/* -------------------------------------------------------------------------------- */
-
-/* Moves zs to the group its use now calls for. */
-static void regroup(struct size_class *c, struct zspage *zs)
-{
-	if (group_of(c, zs->inuse) == zs->group)
-		return;
-	group_remove(zs);
-	group_insert(c, zs);
-}
-
-/*
- * Takes the lowest free slot for an object of size bytes and writes its header: the
- * pages it covers get memory (the kernel faults it in on the first write).
- */
-static uint32_t slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr)
-{
-	uint32_t slot = 0, first, last, fresh = 0;
-
-	for (size_t w = 0;; w++) {
-		if (zs->free_bits[w]) {
-			slot = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(zs->free_bits[w]));
-			zs->free_bits[w] &= zs->free_bits[w] - 1;
-			break;
-		}
-	}
-	slot_pages(c, slot, hdr >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
-	for (uint32_t p = first; p <= last; p++) {
-		zs->page_refs[p]++;
-		if (!zs->page_resident[p]) {
-			zs->page_resident[p] = 1;
-			fresh++;
-		}
-	}
-	if (fresh)
-		resident_add(pool, c, zs, fresh);
-	zs->inuse++;
-	hdr_store(c, zs, slot, hdr);
-	return slot;
-}
-
-/* Frees a slot; its pages keep their memory until compaction trims them. */
-static void slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t hdr)
-{
-	uint32_t first, last;
-
-	slot_pages(c, slot, hdr >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
-	for (uint32_t p = first; p <= last; p++)
-		zs->page_refs[p]--;
-	zs->free_bits[slot / 64] |= 1ull << (slot % 64);
-	zs->inuse--;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -618,13 +279,13 @@ static void move_object(zf_pool *pool, struct size_class *c, struct zspage *src,
 			struct zspage *dst)
 {
 	const uint64_t h = hdr_load(c, src, s);
-	const uint32_t d = slot_take(pool, c, dst, h);
+	const uint32_t d = zpool_slot_take(pool, c, dst, h);
 
 	memcpy(slot_ptr(c, dst, d) + ZPOOL_HDR, slot_ptr(c, src, s) + ZPOOL_HDR,
 	       h >> ZPOOL_HDR_SIZE_SHIFT);
 	atomic_store_explicit(entry_of(pool, h & ZPOOL_HDR_HANDLE_MASK),
 			      entry_make(c->index, dst->id, d), memory_order_release);
-	slot_put(c, src, s, h);
+	zpool_slot_put(c, src, s, h);
 }
 
 /* The highest slot in use, or -1. */
@@ -744,7 +405,7 @@ static void drain_source(zf_pool *pool, struct size_class *c, struct zspage *src
 		if (dst && dst->inuse >= src->inuse &&
 		    (pays || slot_in_memory(c, dst, lowest_free(c, dst), size))) {
 			move_object(pool, c, src, (uint32_t)s, dst);
-			regroup(c, dst);
+			zpool_regroup(c, dst);
 		} else if ((to = lowest_free(c, src)) < (uint32_t)s &&
 			   slot_in_memory(c, src, to, size)) {
 			move_object(pool, c, src, (uint32_t)s, src);
@@ -776,7 +437,7 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
 		drain_source(pool, c, src);
 		atomic_store_explicit(&src->pins, 0, memory_order_release);
 		if (src->inuse == 0) {
-			zspage_free(pool, c, src, 0);
+			zpool_zspage_free(pool, c, src, 0);
 		} else {
 			group_insert(c, src);
 			/* Not emptied: there was no fuller zspage left to move into. */
@@ -791,7 +452,7 @@ static uint64_t compact_class(zf_pool *pool, struct size_class *c)
 	 */
 	for (int g = 1; g < ZPOOL_GROUP_FULL; g++) {
 		for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs))
-			zspage_trim(pool, c, zs);
+			zpool_zspage_trim(pool, c, zs);
 	}
 	c->pages_compacted += before - c->resident_pages;
 	ZPOOL_DEBUG_CHECK(pool, c);
@@ -913,7 +574,7 @@ static void spill_move(zf_pool *pool, struct size_class *c, struct zspage *src,
 	const size_t size = h >> ZPOOL_HDR_SIZE_SHIFT;
 	uint32_t first, last;
 
-	/* slot_take() takes the lowest free slot: take the planned one by hand instead. */
+	/* zpool_slot_take() takes the lowest free slot: take the planned one by hand instead. */
 	m->zs->free_bits[m->to_slot / 64] &= ~(1ull << (m->to_slot % 64));
 	slot_pages(d, m->to_slot, size, &first, &last);
 	for (uint32_t p = first; p <= last; p++)
@@ -924,8 +585,8 @@ static void spill_move(zf_pool *pool, struct size_class *c, struct zspage *src,
 	       size);
 	atomic_store_explicit(entry_of(pool, h & ZPOOL_HDR_HANDLE_MASK),
 			      entry_make(d->index, m->zs->id, m->to_slot), memory_order_release);
-	slot_put(c, src, m->slot, h);
-	regroup(d, m->zs);
+	zpool_slot_put(c, src, m->slot, h);
+	zpool_regroup(d, m->zs);
 	c->objs_used--;
 	c->compr_bytes -= size;
 	d->objs_used++;
@@ -968,7 +629,7 @@ static uint64_t spill_class(zf_pool *pool, struct size_class *c)
 			break;
 		for (unsigned i = 0; i < n; i++)
 			spill_move(pool, c, src, &plan[i]);
-		trimmed = zspage_trim(pool, c, src);
+		trimmed = zpool_zspage_trim(pool, c, src);
 		given += trimmed;
 		if (!src->inuse || !trimmed)
 			break;
@@ -983,7 +644,7 @@ static uint64_t spill_class(zf_pool *pool, struct size_class *c)
 		group_insert(c, src);
 	} else {
 		given += src->resident;
-		zspage_free(pool, c, src, 0);
+		zpool_zspage_free(pool, c, src, 0);
 	}
 	c->pages_compacted += given;
 	ZPOOL_DEBUG_CHECK(pool, c);
@@ -1020,7 +681,7 @@ size_t zf_pool_compact(zf_pool *pool)
 		if (c)
 			freed += spill_class(pool, c);
 	}
-	return freed + warm_release_all(pool);
+	return freed + zpool_warm_release_all(pool);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -1125,7 +786,7 @@ int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handlep)
 		goto out;
 	zs = fullest_partial(c, NULL);
 	if (!zs) {
-		zs = zspage_new(pool, c);
+		zs = zpool_zspage_new(pool, c);
 		if (!zs) {
 			ret = -ENOMEM;
 			goto out;
@@ -1135,10 +796,10 @@ int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handlep)
 	h = c->free_handles;
 	c->free_handles =
 		atomic_load_explicit(entry_of(pool, h), memory_order_relaxed) & ~ZPOOL_ENTRY_FREE;
-	slot = slot_take(pool, c, zs, h | (uint64_t)size << ZPOOL_HDR_SIZE_SHIFT);
+	slot = zpool_slot_take(pool, c, zs, h | (uint64_t)size << ZPOOL_HDR_SIZE_SHIFT);
 	atomic_store_explicit(entry_of(pool, h), entry_make(c->index, zs->id, slot),
 			      memory_order_release);
-	regroup(c, zs);
+	zpool_regroup(c, zs);
 	c->objs_used++;
 	c->compr_bytes += size;
 	*handlep = h;
@@ -1183,14 +844,14 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 	hdr = hdr_load(c, zs, entry_slot(e));
 	c->objs_used--;
 	c->compr_bytes -= hdr >> ZPOOL_HDR_SIZE_SHIFT;
-	slot_put(c, zs, entry_slot(e), hdr);
+	zpool_slot_put(c, zs, entry_slot(e), hdr);
 	atomic_store_explicit(ep, ZPOOL_ENTRY_FREE | c->free_handles, memory_order_release);
 	c->free_handles = handle;
 	if (zs->inuse == 0) {
 		group_remove(zs);
-		zspage_free(pool, c, zs, 1);
+		zpool_zspage_free(pool, c, zs, 1);
 	} else {
-		regroup(c, zs);
+		zpool_regroup(c, zs);
 	}
 	if (pool->compact_threshold_pct) {
 		const uint64_t slack = class_slack(c);

@@ -257,6 +257,28 @@ static inline void update_max(atomic_uint_fast64_t *max, uint64_t v)
 		;
 }
 
+/*
+ * zspages (zpool_zspage.c). zpool_zspage_new() makes an empty zspage for class c;
+ * zpool_zspage_free() frees an empty one, which is on no list (keep_warm: its pages may
+ * stay in memory for the next zspage); zpool_zspage_trim() gives back the pages of zs that
+ * no object is on and returns how many; zpool_warm_release_all() gives back the pages of
+ * the warm zspages and returns how many. Caller holds c->lock, but not for the last.
+ */
+struct zspage *zpool_zspage_new(zf_pool *pool, struct size_class *c);
+void zpool_zspage_free(zf_pool *pool, struct size_class *c, struct zspage *zs, int keep_warm);
+uint32_t zpool_zspage_trim(zf_pool *pool, struct size_class *c, struct zspage *zs);
+uint64_t zpool_warm_release_all(zf_pool *pool);
+
+/*
+ * Slots (zpool_zspage.c; caller holds c->lock). zpool_slot_take() takes the lowest free
+ * slot of zs for the object of header hdr and writes the header; zpool_slot_put() frees
+ * slot, whose object has header hdr; zpool_regroup() moves zs to the fullness group its
+ * use now calls for.
+ */
+uint32_t zpool_slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr);
+void zpool_slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t hdr);
+void zpool_regroup(struct size_class *c, struct zspage *zs);
+
 /* -------------------------------------------------------------------------------- */
 /* Fullness groups and slots (caller holds the class lock)                          */
 /* -------------------------------------------------------------------------------- */
