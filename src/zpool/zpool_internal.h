@@ -270,6 +270,12 @@ uint32_t zpool_zspage_trim(zf_pool *pool, struct size_class *c, struct zspage *z
 uint64_t zpool_warm_release_all(zf_pool *pool);
 
 /*
+ * Packs class c (zpool_compact.c), which does not spill it; caller holds c->lock. Returns
+ * the pages given back.
+ */
+uint64_t zpool_compact_class(zf_pool *pool, struct size_class *c);
+
+/*
  * Slots (zpool_zspage.c; caller holds c->lock). zpool_slot_take() takes the lowest free
  * slot of zs for the object of header hdr and writes the header; zpool_slot_put() frees
  * slot, whose object has header hdr; zpool_regroup() moves zs to the fullness group its
