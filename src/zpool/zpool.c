@@ -324,15 +324,10 @@ void zpool_prefetch_entry(zf_pool *pool, uint64_t handle)
 
 void zpool_prefetch_object(zf_pool *pool, uint64_t handle)
 {
-	_Atomic uint64_t *ep = entry_of(pool, handle);
+	const uint64_t e = entry_load(pool, handle);
 	const struct size_class *c;
 	const struct zspage *zs;
-	uint64_t e;
 
-	if (!ep)
-		return;
-	/* Acquire: the zspage's fields were set before the entry pointed there. */
-	e = atomic_load_explicit(ep, memory_order_acquire);
 	if (!entry_allocated(e) || entry_class(e) >= pool->nr_classes ||
 	    !(c = class_at(pool, entry_class(e))))
 		return;
@@ -389,13 +384,9 @@ const void *zf_pool_read_begin(zf_pool *pool, uint64_t handle, size_t *size)
 
 void zf_pool_read_end(zf_pool *pool, uint64_t handle)
 {
-	_Atomic uint64_t *ep = entry_of(pool, handle);
-	uint64_t e;
-
-	if (!ep)
-		return;
 	/* Pinned: the entry cannot change until the unpin. */
-	e = atomic_load_explicit(ep, memory_order_acquire);
+	const uint64_t e = entry_load(pool, handle);
+
 	if (entry_allocated(e))
 		unpin(zspage_by_id(pool, entry_zspage(e)));
 }
@@ -454,8 +445,7 @@ size_t zf_pool_object_size(zf_pool *pool, uint64_t handle)
 
 unsigned zpool_handle_class(zf_pool *pool, uint64_t handle)
 {
-	_Atomic uint64_t *ep = entry_of(pool, handle);
-	const uint64_t e = ep ? atomic_load(ep) : 0;
+	const uint64_t e = entry_load(pool, handle);
 
 	return entry_allocated(e) ? entry_class(e) : UINT32_MAX;
 }

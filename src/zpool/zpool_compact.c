@@ -338,15 +338,9 @@ static void spill_move(zf_pool *pool, struct size_class *c, struct zspage *src,
 	struct size_class *d = m->to;
 	const uint64_t h = hdr_load(c, src, m->slot);
 	const size_t size = h >> ZPOOL_HDR_SIZE_SHIFT;
-	uint32_t first, last;
 
-	/* zpool_slot_take() takes the lowest free slot: take the planned one by hand instead. */
-	m->zs->free_bits[m->to_slot / 64] &= ~(1ull << (m->to_slot % 64));
-	slot_pages(d, m->to_slot, size, &first, &last);
-	for (uint32_t p = first; p <= last; p++)
-		m->zs->page_refs[p]++;
-	m->zs->inuse++;
-	hdr_store(d, m->zs, m->to_slot, h);
+	/* Its pages are in memory (spill_find() saw to it): none is taken again. */
+	zpool_slot_take_at(pool, d, m->zs, m->to_slot, h);
 	memcpy(slot_ptr(d, m->zs, m->to_slot) + ZPOOL_HDR, slot_ptr(c, src, m->slot) + ZPOOL_HDR,
 	       size);
 	atomic_store_explicit(entry_of(pool, h & ZPOOL_HDR_HANDLE_MASK),
@@ -423,21 +417,13 @@ size_t zf_pool_compact(zf_pool *pool)
 {
 	size_t freed = 0;
 
-	for (unsigned i = 0; i < pool->nr_classes; i++) {
-		struct size_class *c = class_at(pool, i);
-
-		if (!c)
-			continue;
+	for (struct size_class *c = class_next(pool, NULL); c; c = class_next(pool, c)) {
 		pthread_mutex_lock(&c->lock);
 		if (c->zspages)
 			freed += zpool_compact_class(pool, c);
 		pthread_mutex_unlock(&c->lock);
 	}
-	for (unsigned i = 0; i < pool->nr_classes; i++) {
-		struct size_class *c = class_at(pool, i);
-
-		if (c)
-			freed += spill_class(pool, c);
-	}
+	for (struct size_class *c = class_next(pool, NULL); c; c = class_next(pool, c))
+		freed += spill_class(pool, c);
 	return freed + zpool_warm_release_all(pool);
 }

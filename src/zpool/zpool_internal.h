@@ -172,6 +172,18 @@ static inline struct size_class *class_at(zf_pool *pool, unsigned i)
 	return atomic_load_explicit(&pool->classes[i], memory_order_acquire);
 }
 
+/* The class after c (NULL: the first) that the pool has made, or NULL. */
+static inline struct size_class *class_next(zf_pool *pool, const struct size_class *c)
+{
+	for (unsigned i = c ? c->index + 1 : 0; i < pool->nr_classes; i++) {
+		struct size_class *next = class_at(pool, i);
+
+		if (next)
+			return next;
+	}
+	return NULL;
+}
+
 struct size_class *zpool_class_make(zf_pool *pool, unsigned i);
 
 /* Class i, made on first use (NULL: out of memory). */
@@ -195,6 +207,14 @@ static inline _Atomic uint64_t *entry_of(zf_pool *pool, uint64_t handle)
 	chunk = atomic_load_explicit(&pool->handle_chunks[handle >> ZPOOL_HANDLE_CHUNK_SHIFT],
 				     memory_order_acquire);
 	return chunk ? &chunk[handle & (ZPOOL_HANDLE_CHUNK - 1)] : NULL;
+}
+
+/* The table entry of handle (acquire: what it points at was set before it), or 0. */
+static inline uint64_t entry_load(zf_pool *pool, uint64_t handle)
+{
+	_Atomic uint64_t *ep = entry_of(pool, handle);
+
+	return ep ? atomic_load_explicit(ep, memory_order_acquire) : 0;
 }
 
 static inline uint64_t entry_make(unsigned class_idx, uint32_t zspage_id, uint32_t slot)
@@ -277,11 +297,13 @@ uint64_t zpool_compact_class(zf_pool *pool, struct size_class *c);
 
 /*
  * Slots (zpool_zspage.c; caller holds c->lock). zpool_slot_take() takes the lowest free
- * slot of zs for the object of header hdr and writes the header; zpool_slot_put() frees
- * slot, whose object has header hdr; zpool_regroup() moves zs to the fullness group its
- * use now calls for.
+ * slot of zs for the object of header hdr and writes the header, zpool_slot_take_at() the
+ * free slot given; zpool_slot_put() frees slot, whose object has header hdr;
+ * zpool_regroup() moves zs to the fullness group its use now calls for.
  */
 uint32_t zpool_slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr);
+void zpool_slot_take_at(zf_pool *pool, struct size_class *c, struct zspage *zs, uint32_t slot,
+			uint64_t hdr);
 void zpool_slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t hdr);
 void zpool_regroup(struct size_class *c, struct zspage *zs);
 

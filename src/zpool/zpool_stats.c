@@ -59,11 +59,7 @@ uint64_t zf_pool_mem_used(zf_pool *pool)
 void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
 {
 	memset(s, 0, sizeof(*s));
-	for (unsigned i = 0; i < pool->nr_classes; i++) {
-		struct size_class *c = class_at(pool, i);
-
-		if (!c)
-			continue;
+	for (struct size_class *c = class_next(pool, NULL); c; c = class_next(pool, c)) {
 		pthread_mutex_lock(&c->lock);
 		s->objects += c->objs_used;
 		s->compr_data_size += c->compr_bytes;
@@ -155,11 +151,7 @@ int zpool_check(zf_pool *pool)
 {
 	int ret = 0;
 
-	for (unsigned i = 0; i < pool->nr_classes && !ret; i++) {
-		struct size_class *c = class_at(pool, i);
-
-		if (!c)
-			continue;
+	for (struct size_class *c = class_next(pool, NULL); c && !ret; c = class_next(pool, c)) {
 		pthread_mutex_lock(&c->lock);
 		ret = zpool_check_class(pool, c);
 		pthread_mutex_unlock(&c->lock);
@@ -171,11 +163,7 @@ uint64_t zpool_pins(zf_pool *pool)
 {
 	uint64_t pins = 0;
 
-	for (unsigned i = 0; i < pool->nr_classes; i++) {
-		struct size_class *c = class_at(pool, i);
-
-		if (!c)
-			continue;
+	for (struct size_class *c = class_next(pool, NULL); c; c = class_next(pool, c)) {
 		pthread_mutex_lock(&c->lock);
 		for (int g = 1; g < ZPOOL_GROUPS; g++) {
 			for (struct zspage *zs = group_first(c, g); zs; zs = group_next(c, g, zs))

@@ -307,20 +307,14 @@ void zpool_regroup(struct size_class *c, struct zspage *zs)
 }
 
 /*
- * Takes the lowest free slot for an object of size bytes and writes its header: the
- * pages it covers get memory (the kernel faults it in on the first write).
+ * Puts the object of header hdr in slot of zs, whose bit is cleared already, and writes
+ * the header: the pages it covers get memory (the kernel faults it in on the first write).
  */
-uint32_t zpool_slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr)
+static inline void slot_fill(zf_pool *pool, struct size_class *c, struct zspage *zs, uint32_t slot,
+			     uint64_t hdr)
 {
-	uint32_t slot = 0, first, last, fresh = 0;
+	uint32_t first, last, fresh = 0;
 
-	for (size_t w = 0;; w++) {
-		if (zs->free_bits[w]) {
-			slot = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(zs->free_bits[w]));
-			zs->free_bits[w] &= zs->free_bits[w] - 1;
-			break;
-		}
-	}
 	slot_pages(c, slot, hdr >> ZPOOL_HDR_SIZE_SHIFT, &first, &last);
 	for (uint32_t p = first; p <= last; p++) {
 		zs->page_refs[p]++;
@@ -333,7 +327,30 @@ uint32_t zpool_slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs,
 		resident_add(pool, c, zs, fresh);
 	zs->inuse++;
 	hdr_store(c, zs, slot, hdr);
+}
+
+/* Takes the lowest free slot of zs for the object of header hdr. */
+uint32_t zpool_slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr)
+{
+	uint32_t slot = 0;
+
+	for (size_t w = 0;; w++) {
+		if (zs->free_bits[w]) {
+			slot = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(zs->free_bits[w]));
+			zs->free_bits[w] &= zs->free_bits[w] - 1;
+			break;
+		}
+	}
+	slot_fill(pool, c, zs, slot, hdr);
 	return slot;
+}
+
+/* Takes slot, which is free, for the object of header hdr: spilling plans its moves. */
+void zpool_slot_take_at(zf_pool *pool, struct size_class *c, struct zspage *zs, uint32_t slot,
+			uint64_t hdr)
+{
+	zs->free_bits[slot / 64] &= ~(1ull << (slot % 64));
+	slot_fill(pool, c, zs, slot, hdr);
 }
 
 /* Frees a slot; its pages keep their memory until compaction trims them. */
