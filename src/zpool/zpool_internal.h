@@ -1,7 +1,9 @@
 /*
- * zpool_internal.h - zpool's own: the layout of a handle table entry and of an object
- * header, the size class and zspage structures, for zpool's files only. The rest of the
- * library uses zpool.h. See zpool.c for the design.
+ * zpool_internal.h - zpool's own, for its files only (the rest of the library uses
+ * zpool.h): the layout of a handle table entry and of an object header, the size class,
+ * zspage and pool structures, the functions one file calls in another, and the small
+ * helpers alloc, free, read and compaction all run, static inline so that the hot paths
+ * stay as the compiler inlined them in one file. See zpool.c for the design.
  */
 #ifndef ZF_ZPOOL_INTERNAL_H
 #define ZF_ZPOOL_INTERNAL_H
@@ -130,9 +132,46 @@ struct zf_pool {
 struct zpool_class_def {
 	uint32_t size, capacity, pages, objs, huge;
 };
-const struct zpool_class_def *zpool_class_defs(unsigned *count);
 
-/* Checks every invariant of one class; caller holds class->lock. Returns 0 or -EFAULT. */
+/* -------------------------------------------------------------------------------- */
+/* Functions of one file that the others call                                       */
+/* -------------------------------------------------------------------------------- */
+
+/* zpool_class.c: the class table, and class i of pool, made on first use (class_get()). */
+const struct zpool_class_def *zpool_class_defs(unsigned *count);
+struct size_class *zpool_class_make(zf_pool *pool, unsigned i);
+
+/*
+ * zpool_zspage.c, zspages: zpool_zspage_new() makes an empty zspage for class c;
+ * zpool_zspage_free() frees an empty one, which is on no list (keep_warm: its pages may
+ * stay in memory for the next zspage); zpool_zspage_trim() gives back the pages of zs that
+ * no object is on and returns how many; zpool_warm_release_all() gives back the pages of
+ * the warm zspages and returns how many. Caller holds c->lock, but for the last.
+ */
+struct zspage *zpool_zspage_new(zf_pool *pool, struct size_class *c);
+void zpool_zspage_free(zf_pool *pool, struct size_class *c, struct zspage *zs, int keep_warm);
+uint32_t zpool_zspage_trim(zf_pool *pool, struct size_class *c, struct zspage *zs);
+uint64_t zpool_warm_release_all(zf_pool *pool);
+
+/*
+ * zpool_zspage.c, slots (caller holds c->lock): zpool_slot_take() takes the lowest free
+ * slot of zs for the object of header hdr and writes the header, zpool_slot_take_at() the
+ * free slot given; zpool_slot_put() frees slot, whose object has header hdr;
+ * zpool_regroup() moves zs to the fullness group its use now calls for.
+ */
+uint32_t zpool_slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr);
+void zpool_slot_take_at(zf_pool *pool, struct size_class *c, struct zspage *zs, uint32_t slot,
+			uint64_t hdr);
+void zpool_slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t hdr);
+void zpool_regroup(struct size_class *c, struct zspage *zs);
+
+/*
+ * zpool_compact.c: packs class c, without spilling it (free() calls it past its
+ * threshold); caller holds c->lock. Returns the pages given back.
+ */
+uint64_t zpool_compact_class(zf_pool *pool, struct size_class *c);
+
+/* zpool_stats.c: checks every invariant of class c; caller holds c->lock. 0 or -EFAULT. */
 int zpool_check_class(zf_pool *pool, struct size_class *c);
 
 /* With ZF_DEBUG_FULL, every operation ends with a check of its class. */
@@ -183,8 +222,6 @@ static inline struct size_class *class_next(zf_pool *pool, const struct size_cla
 	}
 	return NULL;
 }
-
-struct size_class *zpool_class_make(zf_pool *pool, unsigned i);
 
 /* Class i, made on first use (NULL: out of memory). */
 static inline struct size_class *class_get(zf_pool *pool, unsigned i)
@@ -276,36 +313,6 @@ static inline void update_max(atomic_uint_fast64_t *max, uint64_t v)
 	while (cur < v && !atomic_compare_exchange_weak(max, &cur, v))
 		;
 }
-
-/*
- * zspages (zpool_zspage.c). zpool_zspage_new() makes an empty zspage for class c;
- * zpool_zspage_free() frees an empty one, which is on no list (keep_warm: its pages may
- * stay in memory for the next zspage); zpool_zspage_trim() gives back the pages of zs that
- * no object is on and returns how many; zpool_warm_release_all() gives back the pages of
- * the warm zspages and returns how many. Caller holds c->lock, but not for the last.
- */
-struct zspage *zpool_zspage_new(zf_pool *pool, struct size_class *c);
-void zpool_zspage_free(zf_pool *pool, struct size_class *c, struct zspage *zs, int keep_warm);
-uint32_t zpool_zspage_trim(zf_pool *pool, struct size_class *c, struct zspage *zs);
-uint64_t zpool_warm_release_all(zf_pool *pool);
-
-/*
- * Packs class c (zpool_compact.c), which does not spill it; caller holds c->lock. Returns
- * the pages given back.
- */
-uint64_t zpool_compact_class(zf_pool *pool, struct size_class *c);
-
-/*
- * Slots (zpool_zspage.c; caller holds c->lock). zpool_slot_take() takes the lowest free
- * slot of zs for the object of header hdr and writes the header, zpool_slot_take_at() the
- * free slot given; zpool_slot_put() frees slot, whose object has header hdr;
- * zpool_regroup() moves zs to the fullness group its use now calls for.
- */
-uint32_t zpool_slot_take(zf_pool *pool, struct size_class *c, struct zspage *zs, uint64_t hdr);
-void zpool_slot_take_at(zf_pool *pool, struct size_class *c, struct zspage *zs, uint32_t slot,
-			uint64_t hdr);
-void zpool_slot_put(struct size_class *c, struct zspage *zs, uint32_t slot, uint64_t hdr);
-void zpool_regroup(struct size_class *c, struct zspage *zs);
 
 /* -------------------------------------------------------------------------------- */
 /* Fullness groups and slots (caller holds the class lock)                          */
