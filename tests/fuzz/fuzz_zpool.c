@@ -4,7 +4,7 @@
  * aborts on the first disagreement (zpool_ops.h has the format and the checks).
  *
  * Built twice, like the codec targets: fuzz_zpool (ZF_FUZZ=ON, clang, -fsanitize=fuzzer,
- * linked with the coverage-instrumented zfolio_fuzzcov so that libFuzzer sees zpool.c's
+ * linked with the coverage-instrumented zfolio_fuzzcov so that libFuzzer sees src/zpool's
  * branches) and fuzz_replay_zpool (every build: this file, zpool_ops.c and fuzz_replay.c's
  * main(), over corpus/zpool/).
  *
