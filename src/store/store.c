@@ -66,12 +66,8 @@
 #include "../engine/engine.h"
 #include "../zpool/zpool.h"
 #include "store.h"
+#include "store_internal.h"
 
-#define STORE_PAGE ZF_PAGE_SIZE
-#define STORE_SHARDS 64u
-#define STORE_RANGE_PAGES (ZF_UNIT_MAX / STORE_PAGE) /* pages of a range kept in one shard */
-#define COMMIT_BUCKET_AHEAD 4u /* a put's table loop asks for the bucket this many units ahead */
-#define COMMIT_ENTRY_AHEAD 2u /* and for the first entry of its chain this many */
 #define COMMIT_CHUNK 64u /* units a put adds to the table under one hold of its locks */
 #define GET_BATCH 64u /* units a folio get looks up under one hold of the shard lock */
 #define GET_PIN_GROUP 4u /* and pins at once (store_get_folio()) */
@@ -79,36 +75,6 @@
 #define STORE_CACHED_CTX 16u /* put working sets kept for reuse */
 #define WRITEBACK_BATCH 32u
 #define STORE_ENGINES_MIN ((size_t)256 << 10) /* bytes: less is compressed in the caller */
-
-enum entry_kind { ENTRY_POOL = 0, ENTRY_SAME = 1, ENTRY_BACKING = 2 };
-
-#define ENTRY_RAW 1u /* stored uncompressed */
-#define ENTRY_WRITEBACK 2u /* a writeback is copying it */
-#define ENTRY_DEAD 4u /* out of the table */
-
-struct entry {
-	struct entry *hnext; /* bucket chain */
-	struct entry *lru_prev, *lru_next;
-	uint64_t index; /* first page */
-	uint32_t owner;
-	uint32_t clen; /* stored bytes (0 when same-filled) */
-	uint64_t where; /* pool handle, same-filled value, or first backing slot */
-	uint64_t checksum; /* xxh3 of the stored bytes */
-	uint8_t codec; /* index in the store's codecs (one today: zf_store_options.codec) */
-	uint8_t kind : 2; /* enum entry_kind */
-	uint8_t order : 6; /* the unit is STORE_PAGE << order */
-	uint8_t flags; /* ENTRY_*, under the shard lock */
-	uint8_t on_lru; /* under lru_lock */
-	atomic_uint refs;
-};
-
-_Static_assert(sizeof(struct entry) == 64, "an entry is 64 bytes: 8 B per page of a 64k unit");
-
-struct shard {
-	pthread_mutex_t lock;
-	struct entry **buckets;
-	size_t nbuckets, count;
-};
 
 struct unit_out {
 	uint64_t where; /* handle or same-filled value */
@@ -157,44 +123,6 @@ struct zf_store_pending {
 	struct entry *ents[ZF_UNIT_MAX / STORE_PAGE];
 	struct entry *olds[ZF_UNIT_MAX / STORE_PAGE]; /* at its commit: the entries it replaced */
 	uint64_t handles[ZF_UNIT_MAX / STORE_PAGE]; /* and their pool objects */
-};
-
-/* The counters that move under stats_lock (the pool's and the backing's are read live). */
-struct counters {
-	uint64_t zswpout, zswpin, stored_pages, same_filled_pages, stored_incompressible_pages;
-	uint64_t written_back_pages, written_back_total, orig_data_size, compr_data_size;
-	uint64_t reject_compress_poor, reject_compress_fail, reject_alloc_fail, reject_pool_full;
-	uint64_t pool_limit_hit, decompress_fail, partial_loads, invalidates;
-	uint64_t bd_reads, bd_writes, bd_read_errors, bd_write_errors;
-	uint64_t zswpout_units[ZF_STORE_ORDERS], swpin_units[ZF_STORE_ORDERS];
-	uint64_t swpin_fallback[ZF_STORE_ORDERS];
-	/* Entries of each size; counted before they are in the table (drop_range()). */
-	uint64_t units[ZF_STORE_ORDERS];
-};
-
-struct zf_store {
-	zf_store_options o;
-	const zf_codec *codec;
-	uint32_t unit; /* STORE_PAGE in split mode */
-	uint32_t unit_order;
-	zf_pool *pool;
-	zf_engines *engines;
-	unsigned batch_flags; /* ZF_BATCH_NO_HELP when the engines fill the CPUs */
-	struct backing *backing;
-
-	struct shard shards[STORE_SHARDS];
-
-	pthread_mutex_t lru_lock;
-	struct entry *lru_head, *lru_tail; /* head: newest */
-
-	pthread_mutex_t ws_lock;
-	struct zf_store_pending *ws_free;
-	unsigned ws_cached;
-
-	pthread_mutex_t stats_lock;
-	struct counters n;
-	int full; /* zswap's zswap_pool_reached_full; under stats_lock */
-	atomic_uint_fast64_t pool_frees, frees_at_compact; /* see admit() */
 };
 
 /* -------------------------------------------------------------------------------- */
@@ -255,150 +183,8 @@ static void workset_put(zf_store *s, struct zf_store_pending *w)
 }
 
 /* -------------------------------------------------------------------------------- */
-/* The table                                                                        */
-/* -------------------------------------------------------------------------------- */
-
-static uint64_t key_hash(uint32_t owner, uint64_t index)
-{
-	uint64_t h = index * 0x9e3779b97f4a7c15ull ^ (uint64_t)owner * 0xc2b2ae3d27d4eb4full;
-
-	return h ^ (h >> 29);
-}
-
-/*
- * The shard of a page: every page of an owner's 2 MiB range (a folio's largest size) in
- * the same one, so that a put takes one shard lock for its whole folio and a lookup one
- * for every size of unit over a page.
- */
-static struct shard *shard_of(zf_store *s, uint32_t owner, uint64_t index)
-{
-	return &s->shards[key_hash(owner, index / STORE_RANGE_PAGES) % STORE_SHARDS];
-}
-
-static struct entry **bucket_of(struct shard *sh, uint64_t hash)
-{
-	return &sh->buckets[hash & (sh->nbuckets - 1)];
-}
-
-/* The entry of (owner, index), or NULL. Caller holds the shard lock. */
-static struct entry *table_find(struct shard *sh, uint64_t hash, uint32_t owner, uint64_t index)
-{
-	for (struct entry *e = *bucket_of(sh, hash); e; e = e->hnext) {
-		if (e->index == index && e->owner == owner)
-			return e;
-	}
-	return NULL;
-}
-
-/* Doubles the buckets when the chains grow long; failing to is harmless. */
-static void table_grow(struct shard *sh)
-{
-	const size_t n = sh->nbuckets * 2;
-	struct entry **b;
-
-	if (sh->count < sh->nbuckets)
-		return;
-	b = calloc(n, sizeof(*b));
-	if (!b)
-		return;
-	for (size_t i = 0; i < sh->nbuckets; i++) {
-		struct entry *e = sh->buckets[i];
-
-		while (e) {
-			struct entry *next = e->hnext;
-			struct entry **to = &b[key_hash(e->owner, e->index) & (n - 1)];
-
-			e->hnext = *to;
-			*to = e;
-			e = next;
-		}
-	}
-	free(sh->buckets);
-	sh->buckets = b;
-	sh->nbuckets = n;
-}
-
-static void table_unlink(struct shard *sh, uint64_t hash, struct entry *e)
-{
-	struct entry **p = bucket_of(sh, hash);
-
-	while (*p != e)
-		p = &(*p)->hnext;
-	*p = e->hnext;
-	sh->count--;
-}
-
-/* -------------------------------------------------------------------------------- */
-/* LRU (lru_lock)                                                                   */
-/* -------------------------------------------------------------------------------- */
-
-static void lru_add(zf_store *s, struct entry *e)
-{
-	e->lru_prev = NULL;
-	e->lru_next = s->lru_head;
-	if (s->lru_head)
-		s->lru_head->lru_prev = e;
-	else
-		s->lru_tail = e;
-	s->lru_head = e;
-	e->on_lru = 1;
-}
-
-static void lru_del(zf_store *s, struct entry *e)
-{
-	if (!e->on_lru)
-		return;
-	if (e->lru_prev)
-		e->lru_prev->lru_next = e->lru_next;
-	else
-		s->lru_head = e->lru_next;
-	if (e->lru_next)
-		e->lru_next->lru_prev = e->lru_prev;
-	else
-		s->lru_tail = e->lru_prev;
-	e->lru_prev = e->lru_next = NULL;
-	e->on_lru = 0;
-}
-
-/* -------------------------------------------------------------------------------- */
 /* Entries                                                                          */
 /* -------------------------------------------------------------------------------- */
-
-/* Frees pool objects, counting the frees a full store's compaction may make use of. */
-static void pool_free_many(zf_store *s, const uint64_t *handles, size_t n)
-{
-	zf_pool_free_many(s->pool, handles, n);
-	atomic_fetch_add_explicit(&s->pool_frees, n, memory_order_relaxed);
-}
-
-static void pool_free(zf_store *s, uint64_t handle)
-{
-	pool_free_many(s, &handle, 1);
-}
-
-static uint32_t entry_pages(const struct entry *e)
-{
-	return 1u << e->order;
-}
-
-/*
- * Drops a reference; the last one frees the entry and its backing slot, and returns 1
- * with the handle of its pool object, if it has one, for the caller to free.
- */
-static int entry_unref(zf_store *s, struct entry *e, uint64_t *pool_handle)
-{
-	int pooled;
-
-	if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
-		return 0;
-	pooled = e->kind == ENTRY_POOL;
-	if (pooled)
-		*pool_handle = e->where;
-	else if (e->kind == ENTRY_BACKING)
-		backing_free(s->backing, e->where, e->clen);
-	free(e);
-	return pooled;
-}
 
 /* Drops a reference; the last one frees the object and the entry. */
 static void entry_put(zf_store *s, struct entry *e)
@@ -429,29 +215,6 @@ static void count_entry(struct counters *n, const struct entry *e, int sign)
 		n->written_back_pages += sign * pages;
 }
 
-/* Adds a delta made by count_entry() and friends to the store's counters. */
-static void counters_add(zf_store *s, const struct counters *d)
-{
-	uint64_t *to = (uint64_t *)(void *)&s->n;
-	const uint64_t *from = (const uint64_t *)(const void *)d;
-
-	pthread_mutex_lock(&s->stats_lock);
-	for (size_t i = 0; i < sizeof(*d) / sizeof(uint64_t); i++)
-		to[i] += from[i];
-	pthread_mutex_unlock(&s->stats_lock);
-}
-
-/*
- * Takes e out of the table and off the LRU (caller holds its shard lock and lru_lock);
- * the caller uncounts it and drops the table's reference.
- */
-static void entry_remove_locked(zf_store *s, struct shard *sh, uint64_t hash, struct entry *e)
-{
-	table_unlink(sh, hash, e);
-	e->flags |= ENTRY_DEAD;
-	lru_del(s, e);
-}
-
 /* entry_remove_locked() for a caller that holds only the shard lock. */
 static void entry_remove(zf_store *s, struct shard *sh, uint64_t hash, struct entry *e)
 {
@@ -459,13 +222,6 @@ static void entry_remove(zf_store *s, struct shard *sh, uint64_t hash, struct en
 	entry_remove_locked(s, sh, hash, e);
 	pthread_mutex_unlock(&s->lru_lock);
 }
-
-/* What a reader needs of an entry, copied under the shard lock. */
-struct entry_view {
-	uint64_t index, where, checksum;
-	uint32_t clen;
-	uint8_t kind, order, raw;
-};
 
 /*
  * Finds the unit that holds page index of owner and takes a reference on it: the unit
