@@ -186,43 +186,6 @@ static void workset_put(zf_store *s, struct zf_store_pending *w)
 /* Entries                                                                          */
 /* -------------------------------------------------------------------------------- */
 
-/* Drops a reference; the last one frees the object and the entry. */
-static void entry_put(zf_store *s, struct entry *e)
-{
-	uint64_t handle;
-
-	if (entry_unref(s, e, &handle))
-		pool_free(s, handle);
-}
-
-/*
- * What an entry adds to the counters (sign +1) or takes from them (-1) while it is in
- * the table, into n (the store's, under stats_lock, or a delta to add to them later).
- */
-static void count_entry(struct counters *n, const struct entry *e, int sign)
-{
-	const uint64_t pages = entry_pages(e);
-
-	n->stored_pages += sign * pages;
-	n->units[e->order] += (uint64_t)(int64_t)sign;
-	n->orig_data_size += sign * pages * STORE_PAGE;
-	n->compr_data_size += sign * (uint64_t)e->clen;
-	if (e->kind == ENTRY_SAME)
-		n->same_filled_pages += sign * pages;
-	if (e->flags & ENTRY_RAW)
-		n->stored_incompressible_pages += sign * pages;
-	if (e->kind == ENTRY_BACKING)
-		n->written_back_pages += sign * pages;
-}
-
-/* entry_remove_locked() for a caller that holds only the shard lock. */
-static void entry_remove(zf_store *s, struct shard *sh, uint64_t hash, struct entry *e)
-{
-	pthread_mutex_lock(&s->lru_lock);
-	entry_remove_locked(s, sh, hash, e);
-	pthread_mutex_unlock(&s->lru_lock);
-}
-
 /*
  * Finds the unit that holds page index of owner and takes a reference on it: the unit
  * at the page's alignment for each size the store can hold, the largest first. The view
@@ -444,7 +407,7 @@ static long writeback_batch(zf_store *s, unsigned *pages_out)
 		if (old_handle)
 			pool_free(s, old_handle);
 		free(items[i].buf);
-		entry_put(s, e);
+		store_entry_put(s, e);
 	}
 	if (failed) {
 		pthread_mutex_lock(&s->stats_lock);
@@ -716,9 +679,6 @@ static void unit_compressed(zf_job *j)
 	pool_store_unit(pc, (unsigned)(((const uint8_t *)j->src - pc->src) / pc->unit), j);
 }
 
-static long drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
-		       struct counters *delta);
-
 /* n zeroed entries into ents; on failure none (ents[0] NULL) and -ENOMEM. */
 static int entries_alloc(struct entry **ents, unsigned n)
 {
@@ -864,7 +824,7 @@ static void put_commit(zf_store *s, struct zf_store_pending *w)
 		e->order = (uint8_t)w->order;
 		e->flags = w->out[i].raw ? ENTRY_RAW : 0;
 		atomic_init(&e->refs, 1);
-		count_entry(&delta, e, +1);
+		store_count_entry(&delta, e, +1);
 	}
 	delta.zswpout += w->len / STORE_PAGE;
 	delta.zswpout_units[w->order] += w->n;
@@ -872,7 +832,7 @@ static void put_commit(zf_store *s, struct zf_store_pending *w)
 
 	memset(&delta, 0, sizeof(delta));
 	if (s->unit_order)
-		drop_range(s, w->owner, w->index, w->len / STORE_PAGE, &delta);
+		store_drop_range(s, w->owner, w->index, w->len / STORE_PAGE, &delta);
 	/*
 	 * A folio lies in one 2 MiB range, so in one shard: its units go in, in their order
 	 * (the LRU's), COMMIT_CHUNK at a time under one hold of the shard lock and lru_lock,
@@ -908,14 +868,11 @@ static void put_commit(zf_store *s, struct zf_store_pending *w)
 		old = table_find(sh, hash, w->owner, e->index);
 		if (old) {
 			entry_remove_locked(s, sh, hash, old);
-			count_entry(&delta, old, -1);
+			store_count_entry(&delta, old, -1);
 			delta.invalidates++;
 		}
 		w->olds[i] = old;
-		e->hnext = *bucket_of(sh, hash);
-		*bucket_of(sh, hash) = e;
-		sh->count++;
-		table_grow(sh);
+		table_insert(sh, hash, e);
 		if (e->kind == ENTRY_POOL)
 			lru_add(s, e);
 	}
@@ -1099,7 +1056,7 @@ static int store_get(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t in
 	unit = STORE_PAGE << v.order;
 	partial = len == STORE_PAGE && unit > STORE_PAGE;
 	if ((!partial && (len != unit || index != v.index))) {
-		entry_put(s, e);
+		store_entry_put(s, e);
 		return -EINVAL;
 	}
 	if (v.kind == ENTRY_SAME) {
@@ -1120,7 +1077,7 @@ static int store_get(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t in
 	else
 		t.units[v.order] = 1;
 	get_count(s, &t, ret);
-	entry_put(s, e);
+	store_entry_put(s, e);
 	return ret;
 }
 
@@ -1254,7 +1211,7 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			if (!ret)
 				ret = get_group(s, &g, v + i, k, next, dst, index, &t);
 			for (unsigned j = i; j < i + k; j++)
-				entry_put(s, ents[j]);
+				store_entry_put(s, ents[j]);
 		}
 	}
 	get_count(s, &t, ret);
@@ -1328,7 +1285,7 @@ int store_corrupt(zf_store *s, uint32_t owner, uint64_t index)
 	} else {
 		ret = -EBADMSG;
 	}
-	entry_put(s, e);
+	store_entry_put(s, e);
 	return ret;
 }
 
@@ -1358,84 +1315,13 @@ long zf_store_unit_size(zf_store *s, uint32_t owner, uint64_t index, uint64_t *f
 	size = (long)STORE_PAGE << v.order;
 	if (first)
 		*first = v.index;
-	entry_put(s, e);
+	store_entry_put(s, e);
 	return size;
 }
 
 /* -------------------------------------------------------------------------------- */
-/* Invalidate                                                                       */
+/* Compaction                                                                       */
 /* -------------------------------------------------------------------------------- */
-
-/*
- * Drops every unit that holds a page of index .. index + pages - 1; what it takes from
- * the counters goes into delta. Returns the units dropped.
- */
-static long drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
-		       struct counters *delta)
-{
-	long dropped = 0;
-	unsigned orders = 0; /* the sizes of units in the table (or about to be) */
-	uint64_t step;
-
-	/*
-	 * Only sizes the store holds are looked for, and only where such a unit could begin:
-	 * a store of 64 KiB units holding no smaller ones looks once per 64 KiB, not five
-	 * times per page (an empty store's puts did 2560 lookups per 2 MiB folio). A unit
-	 * is counted before it is in the table, so no unit there is missed; one a concurrent
-	 * put adds is its race with this one, as it always was.
-	 */
-	pthread_mutex_lock(&s->stats_lock);
-	for (unsigned order = 0; order <= s->unit_order; order++)
-		if (s->n.units[order])
-			orders |= 1u << order;
-	pthread_mutex_unlock(&s->stats_lock);
-	if (!orders)
-		return 0;
-	step = (uint64_t)1 << __builtin_ctz(orders);
-	for (uint64_t p = index; p - index < pages;) {
-		uint64_t next = (p | (step - 1)) + 1;
-
-		for (int order = (int)s->unit_order; order >= 0; order--) {
-			if (!(orders & (1u << order)))
-				continue;
-			const uint64_t first = p & ~(((uint64_t)1 << order) - 1);
-			const uint64_t hash = key_hash(owner, first);
-			struct shard *sh = shard_of(s, owner, first);
-			struct entry *e;
-
-			pthread_mutex_lock(&sh->lock);
-			e = table_find(sh, hash, owner, first);
-			if (!e || e->order != order) {
-				pthread_mutex_unlock(&sh->lock);
-				continue;
-			}
-			entry_remove(s, sh, hash, e);
-			count_entry(delta, e, -1);
-			delta->invalidates++;
-			next = first + entry_pages(e);
-			pthread_mutex_unlock(&sh->lock);
-			entry_put(s, e);
-			dropped++;
-			break;
-		}
-		if (next <= p)
-			break; /* the unit ends at the top of the index space */
-		p = next;
-	}
-	return dropped;
-}
-
-long zf_store_invalidate(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages)
-{
-	struct counters delta;
-	long dropped;
-
-	RETURN_IF(!s, -EINVAL);
-	memset(&delta, 0, sizeof(delta));
-	dropped = drop_range(s, owner, index, pages, &delta);
-	counters_add(s, &delta);
-	return dropped;
-}
 
 long zf_store_compact(zf_store *s)
 {
@@ -1469,7 +1355,7 @@ static void store_free(zf_store *s)
 			while (e) {
 				struct entry *next = e->hnext;
 
-				entry_put(s, e);
+				store_entry_put(s, e);
 				e = next;
 			}
 		}

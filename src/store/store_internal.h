@@ -5,7 +5,7 @@
  * The design is in store.c's top comment. The helpers here run once per unit or per
  * lookup on the put and get paths, so they are static inline: each file that uses them
  * inlines them as one store.c did. A function of one file that another calls is
- * declared at the end, store_ prefixed; none leaves the library.
+ * declared below the structs, store_ prefixed, with its file; none leaves the library.
  */
 #ifndef ZF_STORE_INTERNAL_H
 #define ZF_STORE_INTERNAL_H
@@ -67,7 +67,7 @@ struct counters {
 	uint64_t bd_reads, bd_writes, bd_read_errors, bd_write_errors;
 	uint64_t zswpout_units[ZF_STORE_ORDERS], swpin_units[ZF_STORE_ORDERS];
 	uint64_t swpin_fallback[ZF_STORE_ORDERS];
-	/* Entries of each size; counted before they are in the table (drop_range()). */
+	/* Entries of each size; counted before they are in the table (store_drop_range()). */
 	uint64_t units[ZF_STORE_ORDERS];
 };
 
@@ -95,6 +95,13 @@ struct zf_store {
 	int full; /* zswap's zswap_pool_reached_full; under stats_lock */
 	atomic_uint_fast64_t pool_frees, frees_at_compact; /* see admit() */
 };
+
+/* store_table.c */
+void store_table_grow(struct shard *sh);
+void store_entry_put(zf_store *s, struct entry *e);
+void store_count_entry(struct counters *n, const struct entry *e, int sign);
+long store_drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
+		      struct counters *delta);
 
 /* -------------------------------------------------------------------------------- */
 /* The table                                                                        */
@@ -133,32 +140,18 @@ static inline struct entry *table_find(struct shard *sh, uint64_t hash, uint32_t
 	return NULL;
 }
 
-/* Doubles the buckets when the chains grow long; failing to is harmless. */
-static inline void table_grow(struct shard *sh)
+/*
+ * Puts e first in its bucket, and doubles the buckets once the entries are as many.
+ * Caller holds the shard lock.
+ */
+static inline void table_insert(struct shard *sh, uint64_t hash, struct entry *e)
 {
-	const size_t n = sh->nbuckets * 2;
-	struct entry **b;
+	struct entry **b = bucket_of(sh, hash);
 
-	if (sh->count < sh->nbuckets)
-		return;
-	b = calloc(n, sizeof(*b));
-	if (!b)
-		return;
-	for (size_t i = 0; i < sh->nbuckets; i++) {
-		struct entry *e = sh->buckets[i];
-
-		while (e) {
-			struct entry *next = e->hnext;
-			struct entry **to = &b[key_hash(e->owner, e->index) & (n - 1)];
-
-			e->hnext = *to;
-			*to = e;
-			e = next;
-		}
-	}
-	free(sh->buckets);
-	sh->buckets = b;
-	sh->nbuckets = n;
+	e->hnext = *b;
+	*b = e;
+	if (++sh->count >= sh->nbuckets)
+		store_table_grow(sh);
 }
 
 static inline void table_unlink(struct shard *sh, uint64_t hash, struct entry *e)
@@ -243,7 +236,7 @@ static inline int entry_unref(zf_store *s, struct entry *e, uint64_t *pool_handl
 	return pooled;
 }
 
-/* Adds a delta made by count_entry() and friends to the store's counters. */
+/* Adds a delta made by store_count_entry() and friends to the store's counters. */
 static inline void counters_add(zf_store *s, const struct counters *d)
 {
 	uint64_t *to = (uint64_t *)(void *)&s->n;
