@@ -93,7 +93,7 @@ struct zf_store {
 	pthread_mutex_t stats_lock;
 	struct counters n;
 	int full; /* zswap's zswap_pool_reached_full; under stats_lock */
-	atomic_uint_fast64_t pool_frees, frees_at_compact; /* see admit() */
+	atomic_uint_fast64_t pool_frees, frees_at_compact; /* see store_make_room() */
 };
 
 /* store_table.c */
@@ -102,6 +102,10 @@ void store_entry_put(zf_store *s, struct entry *e);
 void store_count_entry(struct counters *n, const struct entry *e, int sign);
 long store_drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
 		      struct counters *delta);
+
+/* store_writeback.c */
+int store_pool_full(zf_store *s, int count);
+int store_make_room(zf_store *s);
 
 /* -------------------------------------------------------------------------------- */
 /* The table                                                                        */
