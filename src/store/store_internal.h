@@ -122,6 +122,9 @@ struct get_ctx *store_get_ctx(const zf_codec *codec, int scratch);
 struct entry *store_entry_lookup(zf_store *s, uint32_t owner, uint64_t index, struct entry_view *v);
 #endif
 
+/* store_put.c */
+void store_worksets_free(zf_store *s);
+
 /* store_table.c */
 void store_table_grow(struct shard *sh);
 void store_entry_put(zf_store *s, struct entry *e);
