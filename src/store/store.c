@@ -134,6 +134,7 @@ int zf_store_create(const zf_store_options *options, zf_store **out)
 	s->unit = o.unit ? o.unit : STORE_PAGE;
 	s->unit_order = (uint32_t)__builtin_ctz(s->unit / STORE_PAGE);
 	pthread_mutex_init(&s->lru_lock, NULL);
+	list_init(&s->lru);
 	pthread_mutex_init(&s->ws_lock, NULL);
 	pthread_mutex_init(&s->stats_lock, NULL);
 	for (unsigned i = 0; i < STORE_SHARDS; i++) {

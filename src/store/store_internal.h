@@ -18,6 +18,7 @@
 
 #include "../backing/backing.h"
 #include "../common/common.h"
+#include "../common/list.h"
 #include "../engine/engine.h"
 #include "../zpool/zpool.h"
 #include "store.h"
@@ -36,7 +37,7 @@ enum entry_kind { ENTRY_POOL = 0, ENTRY_SAME = 1, ENTRY_BACKING = 2 };
 
 struct entry {
 	struct entry *hnext; /* bucket chain */
-	struct entry *lru_prev, *lru_next;
+	struct list_node lru; /* on zf_store.lru, or pointing at itself; under lru_lock */
 	uint64_t index; /* first page */
 	uint32_t owner;
 	uint32_t clen; /* stored bytes (0 when same-filled) */
@@ -46,7 +47,6 @@ struct entry {
 	uint8_t kind : 2; /* enum entry_kind */
 	uint8_t order : 6; /* the unit is STORE_PAGE << order */
 	uint8_t flags; /* ENTRY_*, under the shard lock */
-	uint8_t on_lru; /* under lru_lock */
 	atomic_uint refs;
 };
 
@@ -84,7 +84,7 @@ struct zf_store {
 	struct shard shards[STORE_SHARDS];
 
 	pthread_mutex_t lru_lock;
-	struct entry *lru_head, *lru_tail; /* head: newest */
+	struct list_node lru; /* entries in the pool, newest first */
 
 	pthread_mutex_t ws_lock;
 	struct zf_store_pending *ws_free;
@@ -201,32 +201,16 @@ static inline void table_unlink(struct shard *sh, uint64_t hash, struct entry *e
 /* LRU (lru_lock)                                                                   */
 /* -------------------------------------------------------------------------------- */
 
+/* A newly stored entry goes first: the LRU is in the order the entries were stored. */
 static inline void lru_add(zf_store *s, struct entry *e)
 {
-	e->lru_prev = NULL;
-	e->lru_next = s->lru_head;
-	if (s->lru_head)
-		s->lru_head->lru_prev = e;
-	else
-		s->lru_tail = e;
-	s->lru_head = e;
-	e->on_lru = 1;
+	list_add_head(&s->lru, &e->lru);
 }
 
-static inline void lru_del(zf_store *s, struct entry *e)
+/* Takes e off the LRU; an entry that is not on it points at itself, and stays so. */
+static inline void lru_del(struct entry *e)
 {
-	if (!e->on_lru)
-		return;
-	if (e->lru_prev)
-		e->lru_prev->lru_next = e->lru_next;
-	else
-		s->lru_head = e->lru_next;
-	if (e->lru_next)
-		e->lru_next->lru_prev = e->lru_prev;
-	else
-		s->lru_tail = e->lru_prev;
-	e->lru_prev = e->lru_next = NULL;
-	e->on_lru = 0;
+	list_del(&e->lru);
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -285,12 +269,11 @@ static inline void counters_add(zf_store *s, const struct counters *d)
  * Takes e out of the table and off the LRU (caller holds its shard lock and lru_lock);
  * the caller uncounts it and drops the table's reference.
  */
-static inline void entry_remove_locked(zf_store *s, struct shard *sh, uint64_t hash,
-				       struct entry *e)
+static inline void entry_remove_locked(struct shard *sh, uint64_t hash, struct entry *e)
 {
 	table_unlink(sh, hash, e);
 	e->flags |= ENTRY_DEAD;
-	lru_del(s, e);
+	lru_del(e);
 }
 
 #endif /* ZF_STORE_INTERNAL_H */

@@ -419,6 +419,7 @@ static void put_commit(zf_store *s, struct zf_store_pending *w)
 		e->kind = w->out[i].kind;
 		e->order = (uint8_t)w->order;
 		e->flags = w->out[i].raw ? ENTRY_RAW : 0;
+		list_init(&e->lru); /* on the LRU at the commit if it is in the pool */
 		atomic_init(&e->refs, 1);
 		store_count_entry(&delta, e, +1);
 	}
@@ -463,7 +464,7 @@ static void put_commit(zf_store *s, struct zf_store_pending *w)
 		}
 		old = table_find(sh, hash, w->owner, e->index);
 		if (old) {
-			entry_remove_locked(s, sh, hash, old);
+			entry_remove_locked(sh, hash, old);
 			store_count_entry(&delta, old, -1);
 			delta.invalidates++;
 		}

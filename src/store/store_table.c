@@ -75,7 +75,7 @@ void store_count_entry(struct counters *n, const struct entry *e, int sign)
 static void entry_remove(zf_store *s, struct shard *sh, uint64_t hash, struct entry *e)
 {
 	pthread_mutex_lock(&s->lru_lock);
-	entry_remove_locked(s, sh, hash, e);
+	entry_remove_locked(sh, hash, e);
 	pthread_mutex_unlock(&s->lru_lock);
 }
 

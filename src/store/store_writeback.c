@@ -55,13 +55,14 @@ struct wb_item {
 /* Takes up to max entries off the LRU tail, each with a reference. */
 static unsigned wb_take(zf_store *s, struct wb_item *items, unsigned max)
 {
+	struct list_node *node;
 	unsigned n = 0;
 
 	pthread_mutex_lock(&s->lru_lock);
-	while (n < max && s->lru_tail) {
-		struct entry *e = s->lru_tail;
+	while (n < max && (node = list_last(&s->lru))) {
+		struct entry *e = list_entry(node, struct entry, lru);
 
-		lru_del(s, e);
+		lru_del(e);
 		atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
 		items[n++].e = e;
 	}
@@ -76,16 +77,8 @@ static unsigned wb_take(zf_store *s, struct wb_item *items, unsigned max)
 static void wb_return(zf_store *s, struct entry *e)
 {
 	pthread_mutex_lock(&s->lru_lock);
-	if (!(e->flags & ENTRY_DEAD) && !e->on_lru && e->kind == ENTRY_POOL) {
-		e->lru_next = NULL;
-		e->lru_prev = s->lru_tail;
-		if (s->lru_tail)
-			s->lru_tail->lru_next = e;
-		else
-			s->lru_head = e;
-		s->lru_tail = e;
-		e->on_lru = 1;
-	}
+	if (!(e->flags & ENTRY_DEAD) && list_empty(&e->lru) && e->kind == ENTRY_POOL)
+		list_add_tail(&s->lru, &e->lru);
 	pthread_mutex_unlock(&s->lru_lock);
 }
 
