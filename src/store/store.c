@@ -18,7 +18,7 @@
  * nobody but the writeback holds it (checked under the shard lock, where references are
  * taken), so a reader's snapshot stays valid.
  *
- * The folio rule (DESIGN.md: stored whole or not at all): a put compresses and allocates
+ * The folio rule (docs/store.md: stored whole or not at all): a put compresses and allocates
  * every unit before it touches the table; if any unit fails, what it allocated is freed
  * and the keys keep what they had. Limits are checked once per folio. The counters move
  * under one lock that zf_store_get_stats() also takes, twice per put: the new units, all
@@ -51,6 +51,12 @@
  *
  * Lock order: shard lock, then lru_lock, then stats_lock. Writeback takes an entry off
  * the LRU under lru_lock alone (with a reference) and then its shard lock.
+ *
+ * Files: this one has the life cycle and the counters; store_put.c the put and its
+ * working sets, store_get.c the lookups, gets and readers, store_table.c the table's
+ * growth, entry release and invalidation, store_writeback.c the limits and writeback,
+ * store_testhooks.c the test hooks. store_internal.h holds the structs they share and
+ * the helpers the put and get paths inline.
  */
 #include <pthread.h>
 #include <stdio.h>
