@@ -44,6 +44,20 @@ static void get_key_make(void)
 	get_key_ok = pthread_key_create(&get_key, get_ctx_free) == 0;
 }
 
+/* Gives g room for a unit and its stored bytes: 0, or -ENOMEM (and g has none). */
+static int get_ctx_scratch(struct get_ctx *g)
+{
+	g->unit = malloc(ZF_UNIT_MAX);
+	g->stored = malloc(ZF_UNIT_MAX);
+	if (!g->unit || !g->stored) {
+		free(g->unit);
+		free(g->stored);
+		g->unit = g->stored = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /* This thread's get context for codec, with scratch room if asked; NULL: no memory. */
 struct get_ctx *store_get_ctx(const zf_codec *codec, int scratch)
 {
@@ -68,16 +82,8 @@ struct get_ctx *store_get_ctx(const zf_codec *codec, int scratch)
 			return NULL;
 		g->codec = codec;
 	}
-	if (scratch && !g->unit) {
-		g->unit = malloc(ZF_UNIT_MAX);
-		g->stored = malloc(ZF_UNIT_MAX);
-		if (!g->unit || !g->stored) {
-			free(g->unit);
-			free(g->stored);
-			g->unit = g->stored = NULL;
-			return NULL;
-		}
-	}
+	if (scratch && !g->unit && get_ctx_scratch(g))
+		return NULL;
 	return g;
 }
 
@@ -370,16 +376,14 @@ static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *
 static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t index,
 			   void *dst, size_t len)
 {
-	const uint64_t pages = len / STORE_PAGE, end = index + pages;
-	const uint64_t step = (uint64_t)1 << s->unit_order; /* the units' pages, most likely */
+	const uint64_t end = index + len / STORE_PAGE;
 	struct get_tally t = { 0 };
-	uint64_t at = index;
+	uint64_t at = index, step;
 	int ret = 0;
 	struct shard *sh;
 
-	RETURN_IF(!s || !dst || len < STORE_PAGE || len > ZF_UNIT_MAX || (len & (len - 1)),
-		  -EINVAL);
-	RETURN_IF(index & (pages - 1), -EINVAL);
+	RETURN_IF(!s || !dst || !folio_valid(index, len), -EINVAL);
+	step = (uint64_t)1 << s->unit_order; /* the units' pages, most likely */
 	if (!g && !(g = store_get_ctx(s->codec, 0)))
 		return -ENOMEM;
 	sh = shard_of(s, owner, index);
@@ -391,16 +395,10 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 		pthread_mutex_lock(&sh->lock);
 		while (n < GET_BATCH && at < end) {
 			/* As put_commit(): the misses of the next lookups overlap this one's. */
-			if (at + COMMIT_BUCKET_AHEAD * step < end)
-				__builtin_prefetch(bucket_of(
-					sh, key_hash(owner, at + COMMIT_BUCKET_AHEAD * step)));
-			if (at + COMMIT_ENTRY_AHEAD * step < end) {
-				const struct entry *head = *bucket_of(
-					sh, key_hash(owner, at + COMMIT_ENTRY_AHEAD * step));
-
-				if (head)
-					__builtin_prefetch(head);
-			}
+			if (at + LOOKUP_BUCKET_AHEAD * step < end)
+				table_prefetch_bucket(sh, owner, at + LOOKUP_BUCKET_AHEAD * step);
+			if (at + LOOKUP_ENTRY_AHEAD * step < end)
+				table_prefetch_chain(sh, owner, at + LOOKUP_ENTRY_AHEAD * step);
 			ents[n] = entry_lookup_locked(s, sh, owner, at, &v[n]);
 			if (!ents[n]) {
 				ret = -ENOENT;
@@ -445,9 +443,7 @@ int store_reader_create(zf_store *s, struct store_reader **out)
 	RETURN_IF(!s || !out, -EINVAL);
 	g = calloc(1, sizeof(*g));
 	RETURN_IF(!g, -ENOMEM);
-	g->unit = malloc(ZF_UNIT_MAX);
-	g->stored = malloc(ZF_UNIT_MAX);
-	if (!g->unit || !g->stored || zf_codec_ctx_create(s->codec, &g->ctx)) {
+	if (get_ctx_scratch(g) || zf_codec_ctx_create(s->codec, &g->ctx)) {
 		get_ctx_free(g);
 		return -ENOMEM;
 	}

@@ -26,8 +26,9 @@
 #define STORE_PAGE ZF_PAGE_SIZE
 #define STORE_SHARDS 64u
 #define STORE_RANGE_PAGES (ZF_UNIT_MAX / STORE_PAGE) /* pages of a range kept in one shard */
-#define COMMIT_BUCKET_AHEAD 4u /* a put's table loop asks for the bucket this many units ahead */
-#define COMMIT_ENTRY_AHEAD 2u /* and for the first entry of its chain this many */
+/* A run of lookups (a put's commit, a folio get) asks for the bucket this many ahead, */
+#define LOOKUP_BUCKET_AHEAD 4u
+#define LOOKUP_ENTRY_AHEAD 2u /* and for the first entry of its chain this many */
 
 enum entry_kind { ENTRY_POOL = 0, ENTRY_SAME = 1, ENTRY_BACKING = 2 };
 
@@ -171,6 +172,38 @@ static inline struct entry *table_find(struct shard *sh, uint64_t hash, uint32_t
 			return e;
 	}
 	return NULL;
+}
+
+/*
+ * The lines a lookup of (owner, index) will need, asked for ahead of it so that the
+ * misses of a run of lookups overlap: its bucket LOOKUP_BUCKET_AHEAD lookups ahead, and
+ * the first entry of its chain, once the bucket has come, LOOKUP_ENTRY_AHEAD ahead.
+ * Caller holds the shard lock. Always inlined: GCC (12) takes a function whose only
+ * effect is a prefetch for a const one, and drops the calls to it.
+ */
+__attribute__((always_inline)) static inline void
+table_prefetch_bucket(struct shard *sh, uint32_t owner, uint64_t index)
+{
+	__builtin_prefetch(bucket_of(sh, key_hash(owner, index)));
+}
+
+__attribute__((always_inline)) static inline void
+table_prefetch_chain(struct shard *sh, uint32_t owner, uint64_t index)
+{
+	const struct entry *head = *bucket_of(sh, key_hash(owner, index));
+
+	if (head)
+		__builtin_prefetch(head);
+}
+
+/*
+ * Whether len and index make a folio: a power of two of pages up to ZF_UNIT_MAX, its
+ * first page aligned to its size.
+ */
+static inline bool folio_valid(uint64_t index, size_t len)
+{
+	return len >= STORE_PAGE && len <= ZF_UNIT_MAX && !(len & (len - 1)) &&
+	       !(index & (len / STORE_PAGE - 1));
 }
 
 /*

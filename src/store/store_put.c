@@ -301,9 +301,7 @@ int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *
 
 	RETURN_IF(!pending, -EINVAL);
 	*pending = NULL;
-	RETURN_IF(!s || !folio || len < STORE_PAGE || len > ZF_UNIT_MAX || (len & (len - 1)),
-		  -EINVAL);
-	RETURN_IF(index & (len / STORE_PAGE - 1), -EINVAL);
+	RETURN_IF(!s || !folio || !folio_valid(index, len), -EINVAL);
 	TRY(admit(s));
 	w = workset_get(s);
 	RETURN_IF(!w, -ENOMEM);
@@ -452,16 +450,11 @@ static void put_commit(zf_store *s, struct zf_store_pending *w)
 			pthread_mutex_lock(&sh->lock);
 			pthread_mutex_lock(&s->lru_lock);
 		}
-		if (i + COMMIT_BUCKET_AHEAD < w->n)
-			__builtin_prefetch(bucket_of(
-				sh, key_hash(w->owner, w->ents[i + COMMIT_BUCKET_AHEAD]->index)));
-		if (i + COMMIT_ENTRY_AHEAD < w->n) {
-			const struct entry *head = *bucket_of(
-				sh, key_hash(w->owner, w->ents[i + COMMIT_ENTRY_AHEAD]->index));
-
-			if (head)
-				__builtin_prefetch(head);
-		}
+		if (i + LOOKUP_BUCKET_AHEAD < w->n)
+			table_prefetch_bucket(sh, w->owner,
+					      w->ents[i + LOOKUP_BUCKET_AHEAD]->index);
+		if (i + LOOKUP_ENTRY_AHEAD < w->n)
+			table_prefetch_chain(sh, w->owner, w->ents[i + LOOKUP_ENTRY_AHEAD]->index);
 		old = table_find(sh, hash, w->owner, e->index);
 		if (old) {
 			entry_remove_locked(sh, hash, old);
