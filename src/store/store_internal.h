@@ -117,24 +117,29 @@ struct get_ctx {
 	uint8_t *unit, *stored; /* ZF_UNIT_MAX each */
 };
 
-/* store_get.c */
+/* store_get.c: this thread's get context (scratch: with room for a unit), or NULL. */
 struct get_ctx *store_get_ctx(const zf_codec *codec, int scratch);
 #ifdef ZF_TEST_HOOKS
+/* The entry holding page index of owner, with a reference and its view, or NULL. */
 struct entry *store_entry_lookup(zf_store *s, uint32_t owner, uint64_t index, struct entry_view *v);
 #endif
 
-/* store_put.c */
+/* store_put.c: frees the put working sets kept for reuse (at destroy). */
 void store_worksets_free(zf_store *s);
 
 /* store_table.c */
-void store_table_grow(struct shard *sh);
-void store_entry_put(zf_store *s, struct entry *e);
+void store_table_grow(struct shard *sh); /* caller holds the shard lock */
+void store_entry_put(zf_store *s, struct entry *e); /* drops a reference */
+/* Adds e to the counters n (sign +1) or takes it from them (-1). */
 void store_count_entry(struct counters *n, const struct entry *e, int sign);
+/* Drops owner's units over pages [index, index + pages), uncounted into delta; how many. */
 long store_drop_range(zf_store *s, uint32_t owner, uint64_t index, uint64_t pages,
 		      struct counters *delta);
 
 /* store_writeback.c */
+/* Whether the pool is full, with zswap's accept threshold; count: a pool_limit_hit if so. */
 int store_pool_full(zf_store *s, int count);
+/* What a put does about a full pool: 0 once there is room, or -ENOSPC. */
 int store_make_room(zf_store *s);
 
 /* -------------------------------------------------------------------------------- */
