@@ -1,0 +1,522 @@
+/*
+ * region_harness.c - the shared half of region_test (see region_harness.h): failing with
+ * the phase named, the page contents, a region and its expected copy, checks of the
+ * region's memory, and children that run one configuration each, with a timeout, so
+ * that a region that crashes or hangs the process fails one configuration, named.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "region_harness.h"
+
+const char *case_name = "";
+char phase[200];
+const uint8_t *sample;
+size_t sample_pages;
+int failures;
+int corrupt_pipe = -1;
+
+/* ---------------------------------------------------------------------------------- */
+/* Failing, timing, waiting                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+void fail_at(int line, const char *expr, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "FAIL region_test %s [%s] line %d: %s: ", case_name, phase, line, expr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+	_exit(FAIL); /* not exit(): threads may be stuck in faults */
+}
+
+void set_phase(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(phase, sizeof(phase), fmt, ap);
+	va_end(ap);
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL region_test: timed out (a hang) in phase: ";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0 || write(2, phase, strlen(phase)) < 0 ||
+	    write(2, "\n", 1) < 0)
+		_exit(FAIL);
+	_exit(FAIL);
+}
+
+void watchdog(unsigned seconds)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(seconds);
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sleep_us(unsigned us)
+{
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+void sleep_ms(unsigned ms)
+{
+	sleep_us(ms * 1000);
+}
+
+const char *mode_name(enum zf_fault_mode m)
+{
+	return m == ZF_FAULT_SIGBUS ? "sigbus" : "thread";
+}
+
+const char *unit_name(uint32_t unit)
+{
+	switch (unit) {
+	case 4096:
+		return "4k";
+	case 16384:
+		return "16k";
+	case 65536:
+		return "64k";
+	case 2u << 20:
+		return "2m";
+	default:
+		return "?";
+	}
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Content                                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+uint64_t mix3(uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t s = a * 0xd1b54a32d192ed03ull ^ b * 0x9e3779b97f4a7c15ull ^ c;
+
+	return stress_rand(&s);
+}
+
+void fill_u64(uint8_t *p, size_t len, uint64_t v)
+{
+	for (size_t i = 0; i < len; i += 8)
+		memcpy(p + i, &v, 8);
+}
+
+/*
+ * Page `page` of a region (units of upages pages) at version ver. Version 0 is the zero
+ * page (memory never written). Version 1 has whole zero units (unit % 7 == 3), zero pages
+ * and half-zero pages; every version has whole same-filled units (unit % 7 == 5) and
+ * same-filled pages; the rest are pages of the sample image stamped with (page, version).
+ * Versions >= 2 are never zero, and any two versions of a page differ, so that a lost
+ * write or a page dropped to zeros always shows.
+ */
+void gen_page(uint8_t *p, uint64_t page, uint32_t ver, unsigned upages)
+{
+	const uint64_t unit = page / upages;
+	const uint64_t h = mix3(page, ver, 0x7e57);
+	uint64_t stamp[2];
+
+	if (ver == 0 || (ver == 1 && unit % 7 == 3)) {
+		memset(p, 0, PAGE);
+		return;
+	}
+	if (unit % 7 == 5) {
+		fill_u64(p, PAGE, mix3(unit, ver, 1) | 1);
+		return;
+	}
+	if (h % 8 == 1) {
+		fill_u64(p, PAGE, h | 1);
+		return;
+	}
+	if (h % 8 == 0 && ver == 1) {
+		memset(p, 0, PAGE);
+		return;
+	}
+	if (sample) {
+		memcpy(p, sample + (h >> 8) % sample_pages * PAGE, PAGE);
+	} else {
+		static const char *const words[] = { "page ", "folio ", "swap ", "fault ",
+						     "unit " };
+
+		for (size_t i = 0; i < PAGE; i++)
+			p[i] = (uint8_t)words[(i / 11 + h) % 5][i % 5];
+	}
+	if (h % 8 == 2)
+		memset(p + PAGE / 2, 0, PAGE / 2);
+	stamp[0] = page;
+	stamp[1] = (uint64_t)ver << 32 | 0x5a46u;
+	memcpy(p, stamp, sizeof(stamp));
+}
+
+int page_is_zero(const uint8_t *p)
+{
+	uint64_t v;
+
+	return zf_same_filled(p, PAGE, &v) && v == 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* A region under test and what it must hold                                          */
+/* ---------------------------------------------------------------------------------- */
+
+zf_region_options ropts(enum zf_fault_mode mode, uint32_t unit)
+{
+	zf_region_options o;
+
+	zf_region_options_init(&o);
+	o.unit = unit;
+	o.fault_mode = mode;
+	o.owner = OWNER;
+	return o;
+}
+
+/*
+ * A store for a region of this unit (unit mode, or split mode for 4 KiB units), with the
+ * other options of so.
+ */
+zf_store *store_make_with(zf_store_options so, uint32_t unit, unsigned engines)
+{
+	zf_store *s = NULL;
+	int ret;
+
+	so.unit = unit > PAGE ? unit : 0;
+	so.engines = engines;
+	ret = zf_store_create(&so, &s);
+	CHECK(ret == 0, "zf_store_create(unit %u): %s", unit, zf_strerror(ret));
+	return s;
+}
+
+zf_store *store_make(uint32_t unit, unsigned engines)
+{
+	zf_store_options so;
+
+	zf_store_options_init(&so);
+	return store_make_with(so, unit, engines);
+}
+
+static int uffd_unavailable(int err)
+{
+	return err == -EPERM || err == -ENOSYS || err == -ENOTSUP;
+}
+
+static zf_region *region_make(zf_store *store, size_t size, const zf_region_options *o)
+{
+	zf_region *r = NULL;
+	int ret = zf_region_create(store, size, o, &r);
+
+	if (uffd_unavailable(ret)) {
+		printf("SKIP region_test %s: zf_region_create: %s (no userfaultfd here)\n",
+		       case_name, zf_strerror(ret));
+		fflush(stdout);
+		_exit(SKIP);
+	}
+	CHECK(ret == 0 && r, "zf_region_create(%s, unit %u, %llu bytes): %s",
+	      mode_name(o->fault_mode), o->unit, U(size), zf_strerror(ret));
+	return r;
+}
+
+/* Makes g's region (of store, or of a store of its own when store is NULL). */
+void rg_open(struct rg *g, const zf_region_options *o, size_t size, zf_store *store)
+{
+	memset(g, 0, sizeof(*g));
+	g->r = region_make(store, size, o);
+	g->own_store = store != NULL;
+	g->store = store ? store : zf_region_store(g->r);
+	CHECK(g->store, "zf_region_store() is NULL");
+	g->mode = o->fault_mode;
+	g->base = zf_region_base(g->r);
+	g->size = zf_region_size(g->r);
+	g->unit = zf_region_unit(g->r);
+	CHECK(g->unit == o->unit, "zf_region_unit() %llu, asked for %u", U(g->unit), o->unit);
+	CHECK(g->size >= size && g->size % g->unit == 0 && g->size - size < g->unit,
+	      "zf_region_size() %llu for %llu bytes of %llu-byte units", U(g->size), U(size),
+	      U(g->unit));
+	CHECK(((uintptr_t)g->base & (PAGE - 1)) == 0, "base %p", (void *)g->base);
+	g->nunits = g->size / g->unit;
+	g->npages = g->size / PAGE;
+	g->upages = (unsigned)(g->unit / PAGE);
+	g->order = (unsigned)__builtin_ctz(g->upages);
+	g->want = aligned_alloc(PAGE, g->size);
+	CHECK(g->want, "out of memory");
+	memset(g->want, 0, g->size);
+}
+
+zf_region_stats rst(zf_region *r)
+{
+	zf_region_stats s;
+
+	memset(&s, 0, sizeof(s));
+	zf_region_get_stats(r, &s);
+	return s;
+}
+
+zf_store_stats sst(zf_store *s)
+{
+	zf_store_stats st;
+
+	memset(&st, 0, sizeof(st));
+	zf_store_get_stats(s, &st);
+	return st;
+}
+
+/*
+ * The stats once they stop moving: a service thread may count a fault just after the
+ * faulting thread went on (thread mode), or a reclaim/readahead thread be finishing.
+ */
+zf_region_stats settle(zf_region *r)
+{
+	zf_region_stats a = rst(r), b;
+
+	for (int i = 0; i < 100; i++) {
+		sleep_ms(2);
+		b = rst(r);
+		if (!memcmp(&a, &b, sizeof(a)))
+			return b;
+		a = b;
+	}
+	return a;
+}
+
+void rg_close(struct rg *g)
+{
+	zf_region_destroy(g->r);
+	if (g->own_store) {
+		const zf_store_stats ss = sst(g->store);
+
+		CHECK(ss.stored_pages == 0,
+		      "after zf_region_destroy() the store still holds %llu of its pages",
+		      U(ss.stored_pages));
+		zf_store_destroy(g->store);
+	}
+	free(g->want);
+	memset(g, 0, sizeof(*g));
+}
+
+/* want of units [u0, u1) at version ver. */
+void want_units(struct rg *g, size_t u0, size_t u1, uint32_t ver)
+{
+	for (size_t p = u0 * g->upages; p < u1 * g->upages; p++)
+		gen_page(g->want + p * PAGE, p, ver, g->upages);
+}
+
+/* Units [u0, u1) at version ver, in want and in the region. */
+void rg_fill(struct rg *g, size_t u0, size_t u1, uint32_t ver)
+{
+	want_units(g, u0, u1, ver);
+	memcpy(g->base + u0 * g->unit, g->want + u0 * g->unit, (u1 - u0) * g->unit);
+}
+
+/* [off, off + len) of the region must equal want. */
+void verify_at(const struct rg *g, size_t off, size_t len, const char *what, int line)
+{
+	const uint8_t *have = g->base + off, *want = g->want + off;
+	uint8_t copy[PAGE];
+	size_t i = 0, pg;
+
+	if (!memcmp(have, want, len))
+		return;
+	while (have[i] == want[i])
+		i++;
+	pg = (off + i) / PAGE;
+	memcpy(copy, g->base + pg * PAGE, PAGE);
+	fail_at(line, "verify",
+		"%s: byte %llu (page %llu of unit %llu, +%llu) reads %#x, want %#x; the page %s; "
+		"want's page is %s",
+		what, U(off + i), U(pg), U(pg / g->upages), U((off + i) % PAGE), have[i], want[i],
+		page_is_zero(copy) ? "reads all zeros" : "is not zero",
+		page_is_zero(g->want + pg * PAGE) ? "zero" : "not zero");
+}
+/* Pages of [addr, addr + len) with memory behind them (mincore). */
+size_t present_pages(const void *addr, size_t len)
+{
+	const size_t n = len / PAGE;
+	unsigned char *vec = malloc(n);
+	size_t count = 0;
+
+	CHECK(vec, "out of memory");
+	CHECK(mincore((void *)addr, len, vec) == 0, "mincore: %s", strerror(errno));
+	for (size_t i = 0; i < n; i++)
+		count += vec[i] & 1;
+	free(vec);
+	return count;
+}
+
+uint64_t lat_sum(const zf_region_stats *st)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < ZF_REGION_LAT_BUCKETS; i++)
+		n += st->fault_lat[i];
+	return n;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Children                                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+void set_sig(int sig, void (*handler)(int))
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sigaction(sig, &sa, NULL);
+}
+
+/*
+ * Runs fn(cfg) in a child process (SIGSEGV and SIGBUS at their defaults, so that a
+ * sanitizer's handlers do not turn a crash into an exit code); returns its wait status,
+ * or -1 when it ran past timeout_s seconds (then it is killed).
+ */
+int run_child(child_fn *fn, const struct cfg *cfg, unsigned timeout_s)
+{
+	const uint64_t deadline = now_ns() + (uint64_t)(timeout_s + 3) * 1000000000u;
+	pid_t pid;
+	int st;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		const struct rlimit no_core = { 0, 0 };
+
+		/* Children that should die do: no core files (slow, and litter). */
+		setrlimit(RLIMIT_CORE, &no_core);
+		failures = 0;
+		set_sig(SIGSEGV, SIG_DFL);
+		set_sig(SIGBUS, SIG_DFL);
+		watchdog(timeout_s);
+		_exit(fn(cfg));
+	}
+	for (;;) {
+		const pid_t w = waitpid(pid, &st, WNOHANG);
+
+		CHECK(w >= 0, "waitpid: %s", strerror(errno));
+		if (w == pid)
+			return st;
+		if (now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		sleep_ms(2);
+	}
+}
+
+const char *status_text(int st)
+{
+	static char buf[80];
+
+	if (st == -1)
+		snprintf(buf, sizeof(buf), "hung (killed after its timeout)");
+	else if (WIFEXITED(st))
+		snprintf(buf, sizeof(buf), "exited with %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(buf, sizeof(buf), "killed by signal %d (%s)", WTERMSIG(st),
+			 strsignal(WTERMSIG(st)));
+	else
+		snprintf(buf, sizeof(buf), "status %#x", st);
+	return buf;
+}
+
+/* A child must have exited 0; 77 skips the whole case. */
+void expect_ok(int st, const char *what)
+{
+	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == SKIP) {
+		printf("SKIP region_test %s (%s)\n", case_name, what);
+		fflush(stdout);
+		exit(SKIP);
+	}
+	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		printf("ok   %s %s\n", case_name, what);
+		return;
+	}
+	fprintf(stderr, "FAIL region_test %s: %s: the child %s\n", case_name, what,
+		status_text(st));
+	failures++;
+}
+
+/* A child must have died of signal sig. */
+void expect_signal(int st, int sig, const char *what)
+{
+	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == SKIP) {
+		printf("SKIP region_test %s (%s)\n", case_name, what);
+		fflush(stdout);
+		exit(SKIP);
+	}
+	if (st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == sig) {
+		printf("ok   %s %s (died of %s, as it should)\n", case_name, what, strsignal(sig));
+		return;
+	}
+	fprintf(stderr, "FAIL region_test %s: %s: the child should die of %s but %s\n", case_name,
+		what, strsignal(sig), status_text(st));
+	failures++;
+}
+
+/* ZF_REGION_ONLY=text runs only the child configurations whose name has text. */
+int selected(const char *name)
+{
+	const char *only = getenv("ZF_REGION_ONLY");
+
+	return !only || strstr(name, only);
+}
+
+/* Runs fn for each mode x unit in a child, expecting it to pass. */
+void each_config(const char *what, child_fn *fn, const uint32_t *units, size_t nunits, int variant,
+		 unsigned timeout_s)
+{
+	for (int m = 0; m < 2; m++) {
+		for (size_t i = 0; i < nunits; i++) {
+			const struct cfg c = { m ? ZF_FAULT_SIGBUS : ZF_FAULT_THREAD, units[i],
+					       variant };
+			char name[96];
+
+			snprintf(name, sizeof(name), "%s %s %s", what, mode_name(c.mode),
+				 unit_name(c.unit));
+			if (!selected(name))
+				continue;
+			set_phase("%s", name);
+			expect_ok(run_child(fn, &c, timeout_s), name);
+		}
+	}
+}
+
+/* The first unit >= from that is not same-filled in want. */
+size_t pick_compressible(struct rg *g, size_t from)
+{
+	for (size_t u = from; u < g->nunits; u++)
+		if (!zf_same_filled(g->want + u * g->unit, g->unit, NULL))
+			return u;
+	FAILF("no compressible unit from %llu", U(from));
+}
+
+void zero_want(struct rg *g, size_t off, size_t len)
+{
+	memset(g->want + off, 0, len);
+}

@@ -1,0 +1,206 @@
+/*
+ * region_harness.h - what the region_test cases share: failing with the phase named,
+ * deadlines that stretch under a sanitizer, the page contents every case writes and
+ * checks (gen_page()), a region under test and the copy of what it must hold (struct rg),
+ * waiting for the region's counters, and running a configuration in a child process.
+ *
+ * Over the public header only (include/zfolio.h); region_test_corrupt.c alone adds the
+ * test build's store_corrupt().
+ */
+#ifndef ZF_REGION_HARNESS_H
+#define ZF_REGION_HARNESS_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+
+#include "zfolio.h"
+#include "../stress/stress.h"
+
+enum { PASS = 0, FAIL = 1, SKIP = 77 };
+
+#define PAGE ZF_PAGE_SIZE
+#define KiB(x) ((size_t)(x) << 10)
+#define MiB(x) ((size_t)(x) << 20)
+#define OWNER 7u
+#define U(x) ((unsigned long long)(x))
+
+#if defined(__SANITIZE_THREAD__)
+#define ZF_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZF_TSAN 1
+#endif
+#endif
+
+/* TSan checks each suppressed race on region memory at full cost: less memory there. */
+#ifdef ZF_TSAN
+#define TSAN_DIV 4
+#else
+#define TSAN_DIV 1
+#endif
+
+/* Shorter runs under a sanitizer. */
+#define SCALE_MS(ms) (SANITIZED ? (ms) / 2 : (ms))
+
+extern const char *case_name;
+extern char phase[200];
+extern const uint8_t *sample; /* the sample image, or NULL: text-like pages instead */
+extern size_t sample_pages;
+extern int failures; /* of child configurations, in the parent of a case */
+extern int corrupt_pipe; /* the child writes 'T' just before its fatal access */
+
+/* ---------------------------------------------------------------------------------- */
+/* Failing, timing, waiting                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4), noreturn)) void fail_at(int line, const char *expr,
+							     const char *fmt, ...);
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			fail_at(__LINE__, #cond, __VA_ARGS__);                                     \
+	} while (0)
+#define FAILF(...) fail_at(__LINE__, "check", __VA_ARGS__)
+
+__attribute__((format(printf, 1, 2))) void set_phase(const char *fmt, ...);
+/* Ends the process with the phase named once seconds have passed (SIGALRM). */
+void watchdog(unsigned seconds);
+void set_sig(int sig, void (*handler)(int));
+uint64_t now_ns(void);
+void sleep_us(unsigned us);
+void sleep_ms(unsigned ms);
+
+/* Polls cond once a millisecond for up to ms milliseconds (cond may refresh stats). */
+#define WAIT_UNTIL(cond, ms)                                                                       \
+	do {                                                                                       \
+		for (unsigned w_ = 0; !(cond) && w_ < (ms); w_++)                                  \
+			sleep_ms(1);                                                               \
+	} while (0)
+
+const char *mode_name(enum zf_fault_mode m);
+const char *unit_name(uint32_t unit);
+
+/* ---------------------------------------------------------------------------------- */
+/* Content                                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+uint64_t mix3(uint64_t a, uint64_t b, uint64_t c);
+void fill_u64(uint8_t *p, size_t len, uint64_t v);
+/*
+ * Page `page` of a region (units of upages pages) at version ver. Version 0 is the zero
+ * page (memory never written). Version 1 has whole zero units (unit % 7 == 3), zero pages
+ * and half-zero pages; every version has whole same-filled units (unit % 7 == 5) and
+ * same-filled pages; the rest are pages of the sample image stamped with (page, version).
+ * Versions >= 2 are never zero, and any two versions of a page differ, so that a lost
+ * write or a page dropped to zeros always shows.
+ */
+void gen_page(uint8_t *p, uint64_t page, uint32_t ver, unsigned upages);
+int page_is_zero(const uint8_t *p);
+
+/* ---------------------------------------------------------------------------------- */
+/* A region under test and what it must hold                                          */
+/* ---------------------------------------------------------------------------------- */
+
+struct rg {
+	zf_region *r;
+	zf_store *store; /* ours (own_store) or the region's */
+	int own_store;
+	enum zf_fault_mode mode;
+	uint8_t *base, *want;
+	size_t size, unit, nunits, npages;
+	unsigned upages, order;
+};
+
+zf_region_options ropts(enum zf_fault_mode mode, uint32_t unit);
+/* A store for a region of this unit (unit mode, or split mode for 4 KiB units). */
+zf_store *store_make_with(zf_store_options so, uint32_t unit, unsigned engines);
+zf_store *store_make(uint32_t unit, unsigned engines);
+/* Makes g's region (of store, or of a store of its own when store is NULL); exits 77
+ * when userfaultfd is unavailable. */
+void rg_open(struct rg *g, const zf_region_options *o, size_t size, zf_store *store);
+/* Destroys it; a store of the test's own must then hold nothing of it. */
+void rg_close(struct rg *g);
+zf_region_stats rst(zf_region *r);
+/*
+ * The stats once they stop moving: a service thread may count a fault just after the
+ * faulting thread went on (thread mode), or a reclaim/readahead thread be finishing.
+ */
+zf_region_stats settle(zf_region *r);
+zf_store_stats sst(zf_store *s);
+uint64_t lat_sum(const zf_region_stats *st);
+
+/* want of units [u0, u1) at version ver. */
+void want_units(struct rg *g, size_t u0, size_t u1, uint32_t ver);
+/* Units [u0, u1) at version ver, in want and in the region. */
+void rg_fill(struct rg *g, size_t u0, size_t u1, uint32_t ver);
+/* [off, off + len) reads zeros from now on (in want). */
+void zero_want(struct rg *g, size_t off, size_t len);
+/* [off, off + len) of the region must equal want. */
+void verify_at(const struct rg *g, size_t off, size_t len, const char *what, int line);
+#define VERIFY(g, off, len, what) verify_at(g, off, len, what, __LINE__)
+#define VERIFY_UNITS(g, u0, u1, what)                                                              \
+	verify_at(g, (u0) * (g)->unit, ((u1) - (u0)) * (g)->unit, what, __LINE__)
+
+/* Pages of [addr, addr + len) with memory behind them (mincore). */
+size_t present_pages(const void *addr, size_t len);
+/* The first unit >= from that is not same-filled in want. */
+size_t pick_compressible(struct rg *g, size_t from);
+
+static inline void touch_read(const uint8_t *p)
+{
+	(void)*(const volatile uint8_t *)p;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Children                                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+struct cfg {
+	enum zf_fault_mode mode;
+	uint32_t unit;
+	int variant;
+};
+
+typedef int child_fn(const struct cfg *cfg);
+
+/*
+ * Runs fn(cfg) in a child process (SIGSEGV and SIGBUS at their defaults, so that a
+ * sanitizer's handlers do not turn a crash into an exit code); returns its wait status,
+ * or -1 when it ran past timeout_s seconds (then it is killed).
+ */
+int run_child(child_fn *fn, const struct cfg *cfg, unsigned timeout_s);
+const char *status_text(int st);
+/* A child must have exited 0; 77 skips the whole case. */
+void expect_ok(int st, const char *what);
+/* A child must have died of signal sig. */
+void expect_signal(int st, int sig, const char *what);
+/* ZF_REGION_ONLY=text runs only the child configurations whose name has text. */
+int selected(const char *name);
+/* Runs fn for each mode x unit in a child, expecting it to pass. */
+void each_config(const char *what, child_fn *fn, const uint32_t *units, size_t nunits, int variant,
+		 unsigned timeout_s);
+
+/* ---------------------------------------------------------------------------------- */
+/* The cases (region_test_*.c)                                                        */
+/* ---------------------------------------------------------------------------------- */
+
+int case_basic(void);
+int case_evict_race(void);
+int case_many_faulters(void);
+int case_events(void);
+int case_fork(void);
+int case_exit_inflight(void);
+int case_corrupt(void);
+int case_full(void);
+int case_limit(void);
+int case_clean(void);
+int case_readahead(void);
+int case_advise(void);
+int case_signal(void);
+
+#endif /* ZF_REGION_HARNESS_H */

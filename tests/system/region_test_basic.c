@@ -1,0 +1,312 @@
+/*
+ * region_test_basic.c - the case "basic": fill, zf_region_pageout() of the whole region,
+ * every byte back; the counters exact (swpout, swpin by unit, pgmajfault, evicted_units,
+ * resident_bytes, the store's stored/same-filled pages), per-page swap-in
+ * (swpin_fallback), never-written memory reads zero (pgfault_zero), writes after a
+ * swap-in go out on the next eviction, partly resident units, read(2)/write(2) on evicted
+ * memory (works in thread mode, EFAULT in SIGBUS mode, as the header says), the stats
+ * text, bad options (-EINVAL).
+
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "region_harness.h"
+
+/* ---------------------------------------------------------------------------------- */
+/* basic                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+/* The units basic writes: all but every eighth (from the sixth) and the last. */
+static int basic_written(size_t u, size_t nunits)
+{
+	return u % 8 != 6 && u != nunits - 1;
+}
+
+/* read(2) and write(2) on evicted memory: they work in thread mode, EFAULT in SIGBUS mode. */
+static void basic_syscalls(struct rg *g)
+{
+	uint8_t buf[PAGE], back[PAGE];
+	int pfd[2];
+	ssize_t n;
+
+	CHECK(pipe(pfd) == 0, "pipe: %s", strerror(errno));
+	/* write(2) from an evicted unit. */
+	touch_read(g->base);
+	CHECK(zf_region_pageout(g->r, g->base, g->unit) == 1, "pageout of unit 0");
+	n = write(pfd[1], g->base, PAGE);
+	if (g->mode == ZF_FAULT_THREAD) {
+		CHECK(n == PAGE, "thread mode: write(2) from evicted memory gave %lld (%s)",
+		      (long long)n, n < 0 ? strerror(errno) : "short");
+		CHECK(read(pfd[0], back, PAGE) == PAGE, "read back from the pipe");
+		CHECK(!memcmp(back, g->want, PAGE),
+		      "thread mode: write(2) from evicted memory sent other bytes than it holds");
+	} else {
+		CHECK(n < 0 && errno == EFAULT,
+		      "SIGBUS mode: write(2) from evicted memory gave %lld (%s), the header says "
+		      "EFAULT",
+		      (long long)n, n < 0 ? strerror(errno) : "bytes");
+	}
+	VERIFY_UNITS(g, 0, 1, "unit 0 after write(2) from it");
+
+	/* read(2) into an evicted unit: the kernel writes to it. */
+	touch_read(g->base + g->unit);
+	CHECK(zf_region_pageout(g->r, g->base + g->unit, g->unit) == 1, "pageout of unit 1");
+	gen_page(buf, g->upages, 9, g->upages);
+	CHECK(write(pfd[1], buf, PAGE) == PAGE, "write to the pipe");
+	n = read(pfd[0], g->base + g->unit, PAGE);
+	if (g->mode == ZF_FAULT_THREAD) {
+		CHECK(n == PAGE, "thread mode: read(2) into evicted memory gave %lld (%s)",
+		      (long long)n, n < 0 ? strerror(errno) : "short");
+		memcpy(g->want + g->unit, buf, PAGE);
+	} else {
+		CHECK(n < 0 && errno == EFAULT,
+		      "SIGBUS mode: read(2) into evicted memory gave %lld (%s), the header says "
+		      "EFAULT",
+		      (long long)n, n < 0 ? strerror(errno) : "bytes");
+	}
+	VERIFY_UNITS(g, 1, 2, "unit 1 after read(2) into it");
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
+/* zf_region_stats_text(): snprintf-like, and its swpout line says what the struct says. */
+static void basic_text(struct rg *g)
+{
+	const zf_region_stats st = settle(g->r);
+	const size_t need = zf_region_stats_text(g->r, NULL, 0);
+	char tiny[8], *buf, *line;
+	unsigned long long v;
+
+	CHECK(need > 0 && need < MiB(1), "zf_region_stats_text(NULL, 0) = %llu", U(need));
+	buf = malloc(need + 1);
+	CHECK(buf, "out of memory");
+	CHECK(zf_region_stats_text(g->r, buf, need + 1) == need && strlen(buf) == need,
+	      "stats text: length %llu, returned twice differently", U(need));
+	CHECK(zf_region_stats_text(g->r, tiny, sizeof(tiny)) == need && strlen(tiny) == 7,
+	      "stats text into 8 bytes: not truncated and NUL-terminated like snprintf");
+	line = strncmp(buf, "swpout ", 7) ? strstr(buf, "\nswpout ") : buf - 1;
+	CHECK(line && sscanf(line + 8, "%llu", &v) == 1 && v == st.swpout,
+	      "stats text has no \"swpout %llu\" line:\n%s", U(st.swpout), buf);
+	line = strstr(buf, "pgmajfault ");
+	CHECK(line && sscanf(line + 11, "%llu", &v) == 1 && v == st.pgmajfault,
+	      "stats text has no \"pgmajfault %llu\" line:\n%s", U(st.pgmajfault), buf);
+	free(buf);
+}
+
+static void basic_one(enum zf_fault_mode mode, uint32_t unit, enum zf_swapin_mode swapin,
+		      size_t size, int own_store)
+{
+	zf_region_options o = ropts(mode, unit);
+	const int per_page = swapin == ZF_SWAPIN_PER_PAGE;
+	uint64_t w = 0, sf = 0, zero0;
+	zf_region_stats st;
+	zf_store_stats ss;
+	struct rg g;
+	long n;
+
+	o.swapin = swapin;
+	set_phase("basic %s %s%s%s", mode_name(mode), unit_name(unit), per_page ? " per-page" : "",
+		  own_store ? " own-store" : "");
+	rg_open(&g, &o, size - 100, own_store ? store_make(unit, 0) : NULL);
+	CHECK(g.size == size, "zf_region_size() %llu, want %llu", U(g.size), U(size));
+	st = rst(g.r);
+	CHECK(st.size == size && st.unit == unit, "stats size %llu unit %llu", U(st.size),
+	      U(st.unit));
+	CHECK(st.resident_bytes == 0 && st.swpout == 0 && st.swpin == 0 && st.evicted_units == 0 &&
+		      st.pgfault_zero == 0,
+	      "a fresh region has counters: resident %llu swpout %llu zero %llu",
+	      U(st.resident_bytes), U(st.swpout), U(st.pgfault_zero));
+	CHECK(present_pages(g.base, g.size) == 0, "a fresh region has pages in memory");
+
+	/* Never-written memory reads zeros. */
+	for (size_t i = 0; i < 64; i++)
+		CHECK(g.base[g.size - 1 - i * 61] == 0, "never-written byte is not zero");
+	st = settle(g.r);
+	CHECK(st.pgfault_zero >= 1 && st.swpin == 0 && st.pgmajfault == 0,
+	      "reading never-written memory: pgfault_zero %llu swpin %llu pgmajfault %llu",
+	      U(st.pgfault_zero), U(st.swpin), U(st.pgmajfault));
+
+	/* Fill. */
+	for (size_t u = 0; u < g.nunits; u++) {
+		if (!basic_written(u, g.nunits))
+			continue;
+		rg_fill(&g, u, u + 1, 1);
+		w++;
+		if (zf_same_filled(g.want + u * g.unit, g.unit, NULL))
+			sf += g.upages;
+	}
+	st = settle(g.r);
+	CHECK(st.resident_bytes == (w + 1) * unit,
+	      "after writing %llu units and reading one: resident_bytes %llu, want %llu", U(w),
+	      U(st.resident_bytes), U((w + 1) * unit));
+	CHECK(st.pgfault_zero >= w + 1 && st.pgfault_zero <= (w + 1) * g.upages,
+	      "pgfault_zero %llu after first touches of %llu units", U(st.pgfault_zero), U(w + 1));
+	CHECK(st.swpout == 0 && st.swpin == 0 && st.pgmajfault == 0 && st.evicted_units == 0,
+	      "swpout %llu swpin %llu before any pageout", U(st.swpout), U(st.swpin));
+	zero0 = st.pgfault_zero;
+
+	/* Page the whole region out. */
+	n = zf_region_pageout(g.r, g.base, g.size);
+	CHECK(n == (long)(w + 1), "zf_region_pageout(whole) = %ld, %llu units were resident", n,
+	      U(w + 1));
+	st = rst(g.r);
+	CHECK(st.swpout == (w + 1) * g.upages && st.swpout_units[g.order] == w + 1 &&
+		      st.evict_pageout == w + 1 && st.evicted_units == w + 1 &&
+		      st.resident_bytes == 0 && st.reject == 0 && st.evict_reclaim == 0,
+	      "after pageout of %llu units: swpout %llu swpout_units %llu evict_pageout %llu "
+	      "evicted_units %llu resident_bytes %llu reject %llu",
+	      U(w + 1), U(st.swpout), U(st.swpout_units[g.order]), U(st.evict_pageout),
+	      U(st.evicted_units), U(st.resident_bytes), U(st.reject));
+	ss = sst(g.store);
+	CHECK(ss.stored_pages == (w + 1) * g.upages,
+	      "the store holds %llu pages, %llu were paged out", U(ss.stored_pages),
+	      U((w + 1) * g.upages));
+	CHECK(ss.orig_data_size == (w + 1) * unit && ss.compr_data_size < ss.orig_data_size / 2,
+	      "store: orig %llu compr %llu (real data compresses 2x or better)",
+	      U(ss.orig_data_size), U(ss.compr_data_size));
+	if (own_store) {
+		/* The never-written unit that was read is a zero unit: same-filled too. */
+		CHECK(ss.zswpout == (w + 1) * g.upages && ss.same_filled_pages == sf + g.upages,
+		      "store: zswpout %llu same_filled %llu, want %llu and %llu", U(ss.zswpout),
+		      U(ss.same_filled_pages), U((w + 1) * g.upages), U(sf + g.upages));
+	}
+	CHECK(present_pages(g.base, g.size) == 0, "%llu pages still in memory after pageout",
+	      U(present_pages(g.base, g.size)));
+	n = zf_region_pageout(g.r, g.base, g.size);
+	CHECK(n == 0, "a second pageout evicted %ld units", n);
+
+	/* Read back, units in a scattered order, each first touched in its middle. */
+	for (size_t i = 0; i < g.nunits; i++) {
+		const size_t u = (i * 5 + 3) & (g.nunits - 1);
+
+		touch_read(g.base + u * unit + g.upages / 2 * PAGE + 123);
+		VERIFY_UNITS(&g, u, u + 1, "read back after pageout");
+	}
+	st = settle(g.r);
+	if (!per_page) {
+		CHECK(st.swpin == (w + 1) * g.upages && st.swpin_units[g.order] == w + 1 &&
+			      st.pgmajfault == w + 1 && st.swpin_fallback[g.order] == 0,
+		      "whole swap-in of %llu units: swpin %llu swpin_units %llu pgmajfault %llu "
+		      "swpin_fallback %llu",
+		      U(w + 1), U(st.swpin), U(st.swpin_units[g.order]), U(st.pgmajfault),
+		      U(st.swpin_fallback[g.order]));
+		CHECK(st.evicted_units == 0 && st.resident_bytes == g.size,
+		      "after touching every unit: evicted_units %llu resident_bytes %llu",
+		      U(st.evicted_units), U(st.resident_bytes));
+		ss = sst(g.store);
+		CHECK(ss.stored_pages == 0,
+		      "the store still holds %llu pages after every unit came back (keep_clean is "
+		      "off)",
+		      U(ss.stored_pages));
+	} else {
+		CHECK(st.swpin == (w + 1) * g.upages &&
+			      st.swpin_fallback[g.order] == (w + 1) * g.upages &&
+			      st.pgmajfault == (w + 1) * g.upages && st.swpin_units[g.order] == 0,
+		      "per-page swap-in of %llu pages: swpin %llu swpin_fallback %llu pgmajfault "
+		      "%llu swpin_units %llu",
+		      U((w + 1) * g.upages), U(st.swpin), U(st.swpin_fallback[g.order]),
+		      U(st.pgmajfault), U(st.swpin_units[g.order]));
+	}
+	CHECK(st.pgfault_zero >= zero0 + (g.nunits - w - 1),
+	      "pgfault_zero %llu: reading %llu never-written units should add to %llu",
+	      U(st.pgfault_zero), U(g.nunits - w - 1), U(zero0));
+	CHECK(st.fault_fail == 0, "fault_fail %llu", U(st.fault_fail));
+	CHECK(lat_sum(&st) >= st.pgmajfault && st.fault_p50_ns > 0 &&
+		      st.fault_p50_ns <= st.fault_p99_ns && st.fault_p99_ns <= st.fault_p999_ns,
+	      "latency: %llu in the histogram for %llu major faults, p50 %llu p99 %llu p999 %llu",
+	      U(lat_sum(&st)), U(st.pgmajfault), U(st.fault_p50_ns), U(st.fault_p99_ns),
+	      U(st.fault_p999_ns));
+
+	/* Writes after a swap-in go out with the next eviction. */
+	for (size_t u = 0; u < g.nunits; u++) {
+		const size_t off = u * unit + u % g.upages * PAGE + (u * 13) % (PAGE - 1);
+
+		g.want[off] ^= 0x5a;
+		g.base[off] = g.want[off];
+	}
+	n = zf_region_pageout(g.r, g.base, g.size);
+	CHECK(n == (long)g.nunits, "pageout after writes: %ld units of %llu", n, U(g.nunits));
+	VERIFY(&g, 0, g.size, "after writes, pageout and read back");
+
+	/* Partly resident units (per-page mode) and writes into them. */
+	n = zf_region_pageout(g.r, g.base, g.size);
+	CHECK(n == (long)g.nunits, "pageout: %ld units of %llu", n, U(g.nunits));
+	if (g.nunits >= 3) {
+		const size_t p1 = g.upages > 1 ? 1 : 0, p2 = g.upages > 2 ? 2 : 0;
+
+		touch_read(g.base + p1 * PAGE);
+		g.want[unit + p2 * PAGE + 7] ^= 0xff;
+		g.base[unit + p2 * PAGE + 7] = g.want[unit + p2 * PAGE + 7];
+		g.want[2 * unit + 9] ^= 0xff;
+		g.base[2 * unit + 9] = g.want[2 * unit + 9];
+		n = zf_region_pageout(g.r, g.base, g.size);
+		CHECK(n >= 0 && n <= 3, "pageout of three partly touched units: %ld", n);
+		CHECK(per_page || n == 3, "pageout of three touched units: %ld", n);
+		VERIFY(&g, 0, g.size, "after touching three evicted units and evicting them again");
+	}
+
+	basic_syscalls(&g);
+	basic_text(&g);
+	rg_close(&g);
+	printf("ok   basic %s %s%s (%llu units)\n", mode_name(mode), unit_name(unit),
+	       per_page ? " per-page" : "", U(size / unit));
+}
+
+/* Bad options and ranges: -EINVAL. */
+static void basic_invalid(void)
+{
+	static const uint32_t bad_units[] = { 2048, 3 * PAGE, 4u << 20, 12345 };
+	zf_region_options o;
+	zf_region *r = NULL;
+	struct rg g;
+	int ret;
+
+	set_phase("basic invalid");
+	o = ropts(ZF_FAULT_THREAD, KiB(64));
+	rg_open(&g, &o, MiB(1), NULL); /* skips here without userfaultfd */
+	for (size_t i = 0; i < sizeof(bad_units) / sizeof(bad_units[0]); i++) {
+		o = ropts(ZF_FAULT_THREAD, bad_units[i]);
+		ret = zf_region_create(NULL, MiB(1), &o, &r);
+		CHECK(ret == -EINVAL, "unit %u: %s, want -EINVAL", bad_units[i], zf_strerror(ret));
+	}
+	o = ropts((enum zf_fault_mode)7, KiB(64));
+	ret = zf_region_create(NULL, MiB(1), &o, &r);
+	CHECK(ret == -EINVAL, "fault_mode 7: %s", zf_strerror(ret));
+	o = ropts(ZF_FAULT_THREAD, KiB(64));
+	o.swapin = (enum zf_swapin_mode)7;
+	ret = zf_region_create(NULL, MiB(1), &o, &r);
+	CHECK(ret == -EINVAL, "swapin 7: %s", zf_strerror(ret));
+	CHECK(zf_region_pageout(g.r, g.base + g.size, PAGE) == -EINVAL, "pageout past the end");
+	CHECK(zf_region_pageout(g.r, g.base - PAGE, PAGE) == -EINVAL, "pageout before the start");
+	CHECK(zf_region_pageout(g.r, g.base + g.size - PAGE, 2 * PAGE) == -EINVAL,
+	      "pageout across the end");
+	CHECK(zf_region_advise(g.r, g.base, PAGE, 99) == -EINVAL, "advice 99");
+	CHECK(zf_region_advise(g.r, g.base, PAGE, 0) == -EINVAL, "advice 0");
+	CHECK(zf_region_advise(g.r, g.base + g.size, PAGE, ZF_ADV_COLD) == -EINVAL,
+	      "advise past the end");
+	rg_close(&g);
+	zf_region_destroy(NULL);
+	printf("ok   basic invalid options and ranges\n");
+}
+
+int case_basic(void)
+{
+	static const struct {
+		uint32_t unit;
+		enum zf_swapin_mode swapin;
+		size_t size;
+		int own_store;
+	} cfgs[] = {
+		{ KiB(4), ZF_SWAPIN_WHOLE, MiB(4), 1 },	    { KiB(64), ZF_SWAPIN_WHOLE, MiB(8), 0 },
+		{ KiB(64), ZF_SWAPIN_PER_PAGE, MiB(8), 1 }, { MiB(2), ZF_SWAPIN_WHOLE, MiB(16), 1 },
+		{ MiB(2), ZF_SWAPIN_PER_PAGE, MiB(8), 0 },
+	};
+
+	basic_invalid();
+	for (int m = 0; m < 2; m++)
+		for (size_t i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++)
+			basic_one(m ? ZF_FAULT_SIGBUS : ZF_FAULT_THREAD, cfgs[i].unit,
+				  cfgs[i].swapin, cfgs[i].size, cfgs[i].own_store);
+	return PASS;
+}

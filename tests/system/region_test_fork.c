@@ -1,0 +1,328 @@
+/*
+ * region_test_fork.c - the process around the region.
+ *
+ *  fork           MADV_DONTFORK policy: a child touching the region dies of SIGSEGV, forks
+ *                 while threads fault leave the parent's data intact, a child can make a
+ *                 region of its own (row 4).
+ *  exit_inflight  exit() and zf_region_destroy() while threads fault (also while they wait
+ *                 for reclaim): the process ends, no hang (rows 7, 9).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "region_harness.h"
+
+/* ---------------------------------------------------------------------------------- */
+/* fork                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+struct fork_ctx {
+	struct rg *g;
+	atomic_int stop;
+	atomic_ullong rounds;
+};
+
+/* Pages random units out and reads others back, in the parent, while it forks. */
+static void *fork_toucher_main(void *arg)
+{
+	struct fork_ctx *fc = arg;
+	struct rg *g = fc->g;
+	uint64_t rng = 3;
+
+	while (!atomic_load(&fc->stop)) {
+		const size_t u = stress_rand(&rng) % g->nunits, v = stress_rand(&rng) % g->nunits;
+
+		CHECK(zf_region_pageout(g->r, g->base + u * g->unit, g->unit) >= 0, "pageout");
+		VERIFY_UNITS(g, v, v + 1, "the parent's unit while it forks");
+		atomic_fetch_add(&fc->rounds, 1);
+	}
+	return NULL;
+}
+
+/* fork() from the region's process; the child runs fn (pass it a pointer). */
+static int fork_run(int (*fn)(struct rg *g, size_t u), struct rg *g, size_t u)
+{
+	const uint64_t deadline = now_ns() + 20000000000ull;
+	pid_t pid;
+	int st;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		failures = 0;
+		set_sig(SIGSEGV, SIG_DFL);
+		alarm(15);
+		_exit(fn(g, u));
+	}
+	for (;;) {
+		const pid_t w = waitpid(pid, &st, WNOHANG);
+
+		if (w == pid)
+			return st;
+		if (now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		sleep_ms(1);
+	}
+}
+
+static int fork_child_read(struct rg *g, size_t u)
+{
+	touch_read(g->base + u * g->unit + (g->upages - 1) * PAGE);
+	return 3; /* it should not get here */
+}
+
+static int fork_child_write(struct rg *g, size_t u)
+{
+	g->base[u * g->unit + 5] = 1;
+	return 3;
+}
+
+static int fork_child_exit(struct rg *g, size_t u)
+{
+	(void)g;
+	(void)u;
+	return 0;
+}
+
+/* The child makes a region of its own and uses it. */
+static int fork_child_region(struct rg *pg, size_t u)
+{
+	const zf_region_options o = ropts(pg->mode, (uint32_t)pg->unit);
+	struct rg g;
+
+	(void)u;
+	set_phase("fork: a region of the child's own");
+	rg_open(&g, &o, 8 * pg->unit, NULL);
+	rg_fill(&g, 0, 8, 2);
+	CHECK(zf_region_pageout(g.r, g.base, g.size) == 8, "pageout in the child");
+	VERIFY(&g, 0, g.size, "the child's own region");
+	rg_close(&g);
+	return 0;
+}
+
+static void expect_fork(int st, int sig, const char *what)
+{
+	char name[120];
+
+	snprintf(name, sizeof(name), "%s", what);
+	if (sig)
+		expect_signal(st, sig, name);
+	else
+		expect_ok(st, name);
+}
+
+static int fork_one(const struct cfg *c)
+{
+	const size_t n = c->unit == KiB(4) ? 256 : 32;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	struct fork_ctx fc;
+	pthread_t t;
+	struct rg g;
+	char what[120];
+
+	rg_open(&g, &o, n * c->unit, NULL);
+	rg_fill(&g, 0, n, 2);
+	CHECK(zf_region_pageout(g.r, g.base, g.size / 2) == (long)(n / 2), "pageout");
+	memset(&fc, 0, sizeof(fc));
+	fc.g = &g;
+	CHECK(!pthread_create(&t, NULL, fork_toucher_main, &fc), "thread");
+	for (int i = 0; i < 3; i++) {
+		snprintf(what, sizeof(what), "fork %s %s: the child reads an evicted unit",
+			 mode_name(c->mode), unit_name(c->unit));
+		expect_fork(fork_run(fork_child_read, &g, (size_t)i), SIGSEGV, what);
+		snprintf(what, sizeof(what), "fork %s %s: the child reads a resident unit",
+			 mode_name(c->mode), unit_name(c->unit));
+		touch_read(g.base + (n - 1 - (size_t)i) * g.unit);
+		expect_fork(fork_run(fork_child_read, &g, n - 1 - (size_t)i), SIGSEGV, what);
+		snprintf(what, sizeof(what), "fork %s %s: the child writes the region",
+			 mode_name(c->mode), unit_name(c->unit));
+		expect_fork(fork_run(fork_child_write, &g, (size_t)i * 5), SIGSEGV, what);
+	}
+	/* Many forks while the toucher faults and evicts. */
+	for (int i = 0; i < 30; i++) {
+		const int st = fork_run(fork_child_exit, &g, 0);
+
+		CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "a child that only exits: %s", status_text(st));
+		VERIFY_UNITS(&g, (size_t)i % n, (size_t)i % n + 1, "the parent's data after fork");
+	}
+	atomic_store(&fc.stop, 1);
+	pthread_join(t, NULL);
+	CHECK(atomic_load(&fc.rounds) > 0, "the toucher did not run");
+	VERIFY(&g, 0, g.size, "the parent's region after its children");
+
+	/* A quiet parent: the child can make and use a region of its own. */
+	snprintf(what, sizeof(what), "fork %s %s: the child makes a region of its own",
+		 mode_name(c->mode), unit_name(c->unit));
+#ifndef ZF_TSAN
+	expect_fork(fork_run(fork_child_region, &g, 0), 0, what);
+#else
+	(void)fork_child_region;
+#endif
+	CHECK(zf_region_pageout(g.r, g.base, g.size) >= 0, "pageout");
+	VERIFY(&g, 0, g.size, "the parent's region after everything");
+	CHECK(rst(g.r).fault_fail == 0, "fault_fail in the parent");
+	rg_close(&g);
+	return failures ? FAIL : PASS;
+}
+
+int case_fork(void)
+{
+	static const uint32_t units[] = { KiB(4), KiB(64) };
+
+	each_config("fork", fork_one, units, 2, 0, 25);
+	return failures ? FAIL : PASS;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* exit_inflight                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* What the children keep in globals: reachable, so that a leak checker at exit is quiet. */
+static struct rg xg;
+static atomic_int x_stop, x_destroying;
+static __thread sigjmp_buf x_jmp;
+static __thread int x_jmp_armed;
+
+static void x_on_segv(int sig)
+{
+	if (x_jmp_armed)
+		siglongjmp(x_jmp, 1);
+	set_sig(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Evicts a slice and reads it back, over and over (variants "exit" and "limit"). */
+static void *x_walker_main(void *arg)
+{
+	const size_t id = (size_t)(uintptr_t)arg, per = xg.nunits / 3;
+	uint64_t rng = id;
+
+	for (;;) {
+		const size_t u = id * per + stress_rand(&rng) % per;
+
+		if (stress_rand(&rng) % 2)
+			zf_region_pageout(xg.r, xg.base + u * xg.unit, xg.unit);
+		if (memcmp(xg.base + u * xg.unit, xg.want + u * xg.unit, xg.unit) &&
+		    !atomic_load(&x_destroying))
+			VERIFY_UNITS(&xg, u, u + 1, "a unit faulted before the process exits");
+	}
+	return NULL;
+}
+
+/*
+ * Reads words of random pages (variant "destroy"): right until the destroy begins,
+ * anything after; SIGSEGV once the memory is unmapped ends the thread.
+ */
+static void *x_reader_main(void *arg)
+{
+	volatile uint64_t rng_v = (uintptr_t)arg; /* survives the siglongjmp */
+	uint64_t rng;
+
+	if (sigsetjmp(x_jmp, 1))
+		return NULL;
+	rng = rng_v;
+	x_jmp_armed = 1;
+	while (!atomic_load(&x_stop)) {
+		const size_t p = stress_rand(&rng) % xg.npages;
+		const size_t w = stress_rand(&rng) % (PAGE / 8);
+		const uint64_t have = ((const volatile uint64_t *)(void *)(xg.base + p * PAGE))[w];
+		uint64_t want;
+
+		memcpy(&want, xg.want + p * PAGE + w * 8, 8);
+		if (have != want && !atomic_load(&x_destroying))
+			FAILF("page %llu word %llu reads %#llx, want %#llx (before the destroy)",
+			      U(p), U(w), U(have), U(want));
+	}
+	x_jmp_armed = 0;
+	return NULL;
+}
+
+/*
+ * LeakSanitizer's check at exit stops every thread with ptrace: a service thread stopped
+ * so cannot read the REMOVE event of an eviction's madvise() in flight, which then waits
+ * in the kernel (D state) and never stops: the check hangs. (Any ptrace stop of a service
+ * thread does that, for as long as it lasts.) The exit() variants run the check early,
+ * which turns the one at exit off; without LeakSanitizer the symbol is not there.
+ */
+extern void __lsan_do_leak_check(void) __attribute__((weak));
+
+static int exit_child(const struct cfg *c)
+{
+	zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = 48 / TSAN_DIV;
+	pthread_t t[4];
+	uint64_t t0;
+
+	if (c->variant == 2 || c->variant == 3) {
+		o.limit = 4 * (uint64_t)c->unit;
+		o.reclaim_batch = c->unit;
+	}
+	rg_open(&xg, &o, n * c->unit, NULL);
+	rg_fill(&xg, 0, n, 2);
+	CHECK(zf_region_pageout(xg.r, xg.base, xg.size) >= 0, "pageout");
+	if (c->variant == 0 || c->variant == 2) {
+		/* exit() with faults (and waits for reclaim) in flight. */
+		if (__lsan_do_leak_check)
+			__lsan_do_leak_check();
+		for (size_t i = 0; i < 3; i++)
+			CHECK(!pthread_create(&t[i], NULL, x_walker_main, (void *)(uintptr_t)i),
+			      "thread");
+		sleep_ms(30);
+		atomic_store(&x_destroying, 1); /* what exit() does to the region is its own */
+		exit(0);
+	}
+	/* zf_region_destroy() with faults in flight, then exit. */
+	set_sig(SIGSEGV, x_on_segv);
+	for (size_t i = 0; i < 4; i++)
+		CHECK(!pthread_create(&t[i], NULL, x_reader_main, (void *)(uintptr_t)(i + 1)),
+		      "thread");
+	sleep_ms(20);
+	CHECK(zf_region_pageout(xg.r, xg.base, xg.size) >= 0, "pageout");
+	atomic_store(&x_destroying, 1);
+	t0 = now_ns();
+	zf_region_destroy(xg.r);
+	CHECK(now_ns() - t0 < 5000000000ull, "zf_region_destroy() took %llu ms",
+	      U((now_ns() - t0) / 1000000));
+	atomic_store(&x_stop, 1);
+	for (size_t i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	free(xg.want);
+	exit(0);
+}
+
+int case_exit_inflight(void)
+{
+	static const char *const names[] = { "exit() with faults in flight",
+					     "zf_region_destroy() with faults in flight",
+					     "exit() while faults wait for reclaim",
+					     "zf_region_destroy() while faults wait for reclaim" };
+
+	for (int v = 0; v < 4; v++) {
+		for (int m = 0; m < 2; m++) {
+			for (int rep = 0; rep < 2; rep++) {
+				const struct cfg c = { m ? ZF_FAULT_SIGBUS : ZF_FAULT_THREAD,
+						       KiB(64), v };
+				char what[120];
+
+				snprintf(what, sizeof(what), "%s (%s, run %d)", names[v],
+					 mode_name(c.mode), rep + 1);
+				if (!selected(what))
+					continue;
+				set_phase("%s", what);
+				expect_ok(run_child(exit_child, &c, 6), what);
+			}
+		}
+	}
+	return failures ? FAIL : PASS;
+}

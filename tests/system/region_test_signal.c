@@ -1,0 +1,347 @@
+/*
+ * region_test_signal.c - the case "signal": signals and the region.
+ *
+ * Faults taken inside a signal handler; a process-directed signal is never run by a
+ * zfolio thread - service, reclaim or readahead - (they block async signals, row 6); a
+ * storm of signals and SIGPROF (EINTR everywhere, row 6); SIGBUS mode chains SIGBUS
+ * outside every region to the program's handler (SA_SIGINFO and plain), and with SIG_DFL
+ * or SIG_IGN the process still dies of it.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "region_harness.h"
+
+/* ---------------------------------------------------------------------------------- */
+/* signal                                                                             */
+/* ---------------------------------------------------------------------------------- */
+
+static struct rg sg; /* the region the handlers read */
+static atomic_int s_unit, s_result, s_done;
+static _Atomic pid_t s_tid; /* the thread that ran the handler */
+
+/* Reads a whole evicted unit inside a signal handler: 1 if it holds the right bytes. */
+static void s_on_usr1(int sig)
+{
+	const int saved_errno = errno;
+	const size_t u = (size_t)atomic_load(&s_unit);
+
+	(void)sig;
+	s_tid = gettid();
+	s_result = !memcmp(sg.base + u * sg.unit, sg.want + u * sg.unit, sg.unit);
+	s_done = 1;
+	errno = saved_errno;
+}
+
+static atomic_ullong s_storm;
+
+static void s_on_storm(int sig)
+{
+	const int saved_errno = errno;
+
+	(void)sig;
+	atomic_fetch_add(&s_storm, 1);
+	errno = saved_errno;
+}
+
+static atomic_int s_helper_stop;
+static _Atomic pid_t s_helper_tid;
+
+/* A thread that takes SIGUSR1 for the process (the main thread blocks it). */
+static void *s_helper_main(void *arg)
+{
+	(void)arg;
+	s_helper_tid = gettid();
+	while (!atomic_load(&s_helper_stop))
+		sleep_ms(1);
+	return NULL;
+}
+
+static void *s_storm_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&s_helper_stop)) {
+		kill(getpid(), SIGUSR2);
+		sleep_us(30);
+	}
+	return NULL;
+}
+
+/*
+ * variant 0: faults in SIGUSR1 handlers (raised in the thread; and sent to the process,
+ * which only a helper thread of ours may take: a zfolio thread that does not block async
+ * signals takes it, or hangs on a fault it should serve itself); 1: a storm of SIGUSR2
+ * and SIGPROF (no SA_RESTART) while pageouts and faults go on.
+ */
+static int signal_child(const struct cfg *c)
+{
+	zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = 32;
+	struct sigaction sa;
+	sigset_t set;
+	pthread_t h, s;
+
+	/* With a limit and readahead: reclaim and readahead threads exist too. */
+	o.limit = n / 2 * (uint64_t)c->unit;
+	o.reclaim_batch = 2 * (uint64_t)c->unit;
+	o.readahead = 2;
+	rg_open(&sg, &o, n * c->unit, NULL);
+	rg_fill(&sg, 0, n, 2);
+	memset(&sa, 0, sizeof(sa));
+	if (c->variant == 0) {
+		sa.sa_handler = s_on_usr1;
+		/* Thread mode: every other signal blocked in the handler; SIGBUS mode needs
+		 * SIGBUS deliverable. */
+		if (c->mode == ZF_FAULT_THREAD)
+			sigfillset(&sa.sa_mask);
+		sigaction(SIGUSR1, &sa, NULL);
+		for (size_t u = 0; u < n; u += 2) {
+			CHECK(zf_region_pageout(sg.r, sg.base + u * sg.unit, sg.unit) >= 0 &&
+				      present_pages(sg.base + u * sg.unit, sg.unit) == 0,
+			      "pageout: unit %llu still in memory", U(u));
+			s_unit = (int)u;
+			s_done = 0;
+			raise(SIGUSR1);
+			CHECK(s_done && s_result, "unit %llu read in a signal handler: %s", U(u),
+			      s_done ? "wrong bytes" : "the handler did not run");
+		}
+		/* Process-directed: only the helper may run it. */
+		CHECK(!pthread_create(&h, NULL, s_helper_main, NULL), "thread");
+		WAIT_UNTIL(s_helper_tid != 0, 1000);
+		sigemptyset(&set);
+		sigaddset(&set, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+		for (size_t u = 1; u < n; u += 2) {
+			uint64_t t0 = now_ns();
+
+			CHECK(zf_region_pageout(sg.r, sg.base + u * sg.unit, sg.unit) >= 0 &&
+				      present_pages(sg.base + u * sg.unit, sg.unit) == 0,
+			      "pageout: unit %llu still in memory", U(u));
+			s_unit = (int)u;
+			s_done = 0;
+			s_tid = 0;
+			kill(getpid(), SIGUSR1);
+			while (!s_done && now_ns() - t0 < 5000000000ull)
+				sleep_us(100);
+			CHECK(s_done, "a process-directed signal whose handler faults was not "
+				      "handled within 5 s (taken by a zfolio thread that serves "
+				      "faults?)");
+			CHECK(s_result, "unit %llu read in a signal handler: wrong bytes", U(u));
+			CHECK(s_tid == s_helper_tid,
+			      "a process-directed SIGUSR1 ran in thread %d, not in the only "
+			      "program thread that does not block it (%d): a zfolio thread does "
+			      "not block async signals (UFFD-PITFALLS row 6)",
+			      (int)s_tid, (int)s_helper_tid);
+		}
+		atomic_store(&s_helper_stop, 1);
+		pthread_join(h, NULL);
+		rg_close(&sg);
+		return PASS;
+	}
+	/* The storm. */
+	sa.sa_handler = s_on_storm;
+	sigaction(SIGUSR2, &sa, NULL);
+	sigaction(SIGPROF, &sa, NULL);
+	{
+		const struct itimerval it = { { 0, 500 }, { 0, 500 } };
+		const uint64_t t_end = now_ns() + SCALE_MS(1500) * 1000000ull;
+		uint64_t rng = 1, rounds = 0;
+		zf_region_stats st;
+
+		CHECK(!pthread_create(&s, NULL, s_storm_main, NULL), "thread");
+		setitimer(ITIMER_PROF, &it, NULL);
+		while (now_ns() < t_end) {
+			const size_t u = stress_rand(&rng) % n;
+			const size_t len = (u + 4 > n ? n - u : 4) * sg.unit;
+
+			CHECK(zf_region_pageout(sg.r, sg.base + u * sg.unit, len) >= 0, "pageout");
+			VERIFY_UNITS(&sg, u, u + 1, "a unit read during a signal storm");
+			rounds++;
+		}
+		setitimer(ITIMER_PROF, &(struct itimerval){ { 0, 0 }, { 0, 0 } }, NULL);
+		atomic_store(&s_helper_stop, 1);
+		pthread_join(s, NULL);
+		VERIFY(&sg, 0, sg.size, "everything after the storm");
+		st = settle(sg.r);
+		CHECK(atomic_load(&s_storm) > 100 && rounds > 100 && st.fault_fail == 0,
+		      "%llu signals, %llu rounds, fault_fail %llu", U(atomic_load(&s_storm)),
+		      U(rounds), U(st.fault_fail));
+	}
+	rg_close(&sg);
+	return PASS;
+}
+
+/* SIGBUS outside every region, SIGBUS mode: the program's handler, or death. */
+static volatile sig_atomic_t b_count, b_addr_ok, b_code_ok;
+static void *volatile b_addr;
+static sigjmp_buf b_jmp;
+
+static void b_on_sigbus_info(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	b_count++;
+	b_addr_ok = si->si_addr == b_addr;
+	b_code_ok = si->si_code == BUS_ADRERR;
+	siglongjmp(b_jmp, 1);
+}
+
+static void b_on_sigbus_plain(int sig)
+{
+	(void)sig;
+	b_count++;
+	b_addr_ok = b_code_ok = 1;
+	siglongjmp(b_jmp, 1);
+}
+
+/* A page of a file past its end: touching it raises SIGBUS (BUS_ADRERR). */
+static uint8_t *past_eof_page(void)
+{
+	char path[] = "/tmp/zf-region-sigbus-XXXXXX";
+	const int fd = mkstemp(path);
+	uint8_t *p;
+
+	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	CHECK(ftruncate(fd, PAGE) == 0, "ftruncate");
+	p = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+	close(fd);
+	return p + PAGE;
+}
+
+static void past_eof_expect_handler(uint8_t *p, int expect, const char *what)
+{
+	b_addr = p;
+	b_count = 0;
+	b_addr_ok = b_code_ok = 0;
+	if (!sigsetjmp(b_jmp, 1)) {
+		touch_read(p);
+		FAILF("%s: touching past the end of a file did not raise SIGBUS", what);
+	}
+	CHECK(b_count == expect, "%s: the program's SIGBUS handler ran %d times", what,
+	      (int)b_count);
+	CHECK(b_addr_ok && b_code_ok, "%s: the chained SIGBUS had a wrong si_addr or si_code",
+	      what);
+}
+
+/* variant 2: SA_SIGINFO handler; 3: plain handler; 4: SIG_DFL; 5: SIG_IGN. */
+static int sigbus_chain_child(const struct cfg *c)
+{
+	const zf_region_options o = ropts(ZF_FAULT_SIGBUS, c->unit);
+	uint8_t *eof = past_eof_page();
+	struct sigaction sa;
+	struct rg g2;
+
+	memset(&sa, 0, sizeof(sa));
+	if (c->variant == 2) {
+		sa.sa_sigaction = b_on_sigbus_info;
+		sa.sa_flags = SA_SIGINFO;
+	} else if (c->variant == 3) {
+		sa.sa_handler = b_on_sigbus_plain;
+	} else {
+		sa.sa_handler = c->variant == 4 ? SIG_DFL : SIG_IGN;
+	}
+	sigaction(SIGBUS, &sa, NULL);
+	rg_open(&sg, &o, 8 * c->unit, NULL);
+	rg_fill(&sg, 0, 8, 2);
+	CHECK(zf_region_pageout(sg.r, sg.base, sg.size) == 8, "pageout");
+	VERIFY_UNITS(&sg, 0, 1, "a unit of the region (SIGBUS mode)");
+	if (c->variant >= 4) {
+		CHECK(write(corrupt_pipe, "T", 1) == 1, "pipe");
+		touch_read(eof);
+		return 3; /* it should have died */
+	}
+	past_eof_expect_handler(eof, 1, "with a region");
+	VERIFY_UNITS(&sg, 1, 8, "the region after a chained SIGBUS");
+	/* Two regions; the first destroyed; then none. */
+	rg_open(&g2, &o, 8 * c->unit, NULL);
+	rg_fill(&g2, 0, 8, 3);
+	CHECK(zf_region_pageout(g2.r, g2.base, g2.size) == 8, "pageout");
+	CHECK(zf_region_pageout(sg.r, sg.base, sg.size) == 8, "pageout");
+	rg_close(&sg);
+	past_eof_expect_handler(eof, 1, "after the first of two regions is destroyed");
+	VERIFY(&g2, 0, g2.size, "the second region");
+	rg_close(&g2);
+	past_eof_expect_handler(eof, 1, "after every region is destroyed");
+	return PASS;
+}
+
+int case_signal(void)
+{
+	static const uint32_t units[] = { KiB(4), KiB(64) };
+	static const char *const chain[] = { "SA_SIGINFO handler", "plain handler", "SIG_DFL",
+					     "SIG_IGN" };
+
+#ifndef ZF_TSAN
+	each_config("signal: faults in signal handlers", signal_child, units, 2, 0, 15);
+#else
+	/*
+	 * TSan runs an asynchronous signal's handler late, from its own code, and does not
+	 * survive a SIGBUS (SIGBUS mode) inside it: thread mode only (passes under ASan).
+	 */
+	if (selected("signal: faults in signal handlers thread")) {
+		for (size_t i = 0; i < 2; i++) {
+			const struct cfg c = { ZF_FAULT_THREAD, units[i], 0 };
+
+			set_phase("signal: faults in signal handlers thread %s",
+				  unit_name(units[i]));
+			expect_ok(run_child(signal_child, &c, 15), phase);
+		}
+	}
+#endif
+#ifdef ZF_TSAN
+	/*
+	 * Under TSan the storm in SIGBUS mode lost its child to a SIGBUS about one run in ten,
+	 * with no message of zfolio's (so not a fault it failed closed): probably a region
+	 * fault while TSan had every signal blocked, which the kernel makes fatal (TSan runs
+	 * deferred handlers from its own code with all signals blocked). 30 runs of 30 passed
+	 * without TSan. So under TSan the storm runs in thread mode only.
+	 */
+	for (size_t i = 0; i < 2; i++) {
+		const struct cfg c = { ZF_FAULT_THREAD, units[i], 1 };
+		char name[96];
+
+		snprintf(name, sizeof(name), "signal: storm of signals thread %s",
+			 unit_name(units[i]));
+		if (!selected(name))
+			continue;
+		set_phase("%s", name);
+		expect_ok(run_child(signal_child, &c, 15), name);
+	}
+#else
+	each_config("signal: storm of signals", signal_child, units, 2, 1, 15);
+#endif
+	for (int v = 2; v <= 5; v++) {
+		const struct cfg c = { ZF_FAULT_SIGBUS, KiB(64), v };
+		char what[120], got = 0;
+		int pfd[2], st;
+
+		snprintf(what, sizeof(what), "SIGBUS outside the region, program's %s",
+			 chain[v - 2]);
+		if (!selected(what))
+			continue;
+		set_phase("%s", what);
+		CHECK(pipe(pfd) == 0, "pipe");
+		corrupt_pipe = pfd[1];
+		st = run_child(sigbus_chain_child, &c, 10);
+		close(pfd[1]);
+		if (v <= 3) {
+			expect_ok(st, what);
+		} else if (read(pfd[0], &got, 1) != 1 && !(WIFEXITED(st) && WEXITSTATUS(st))) {
+			fprintf(stderr, "FAIL region_test signal: %s: the child %s too early\n",
+				what, status_text(st));
+			failures++;
+		} else {
+			expect_signal(st, SIGBUS, what);
+		}
+		close(pfd[0]);
+	}
+	return failures ? FAIL : PASS;
+}
