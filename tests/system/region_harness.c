@@ -19,7 +19,6 @@ char phase[200];
 const uint8_t *sample;
 size_t sample_pages;
 int failures;
-int corrupt_pipe = -1;
 
 /* ---------------------------------------------------------------------------------- */
 /* Failing, timing, waiting                                                           */
@@ -58,13 +57,18 @@ static void on_alarm(int sig)
 	_exit(FAIL);
 }
 
-void watchdog(unsigned seconds)
+void set_sig(int sig, void (*handler)(int))
 {
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_alarm;
-	sigaction(SIGALRM, &sa, NULL);
+	sa.sa_handler = handler;
+	sigaction(sig, &sa, NULL);
+}
+
+void watchdog(unsigned seconds)
+{
+	set_sig(SIGALRM, on_alarm);
 	alarm(seconds);
 }
 
@@ -87,6 +91,12 @@ void sleep_us(unsigned us)
 void sleep_ms(unsigned ms)
 {
 	sleep_us(ms * 1000);
+}
+
+void wait_timed_out(int line, const char *cond, unsigned ms)
+{
+	fprintf(stderr, "region_test %s [%s] line %d: still not so after %u ms: %s\n", case_name,
+		phase, line, ms, cond);
 }
 
 const char *mode_name(enum zf_fault_mode m)
@@ -127,14 +137,6 @@ void fill_u64(uint8_t *p, size_t len, uint64_t v)
 		memcpy(p + i, &v, 8);
 }
 
-/*
- * Page `page` of a region (units of upages pages) at version ver. Version 0 is the zero
- * page (memory never written). Version 1 has whole zero units (unit % 7 == 3), zero pages
- * and half-zero pages; every version has whole same-filled units (unit % 7 == 5) and
- * same-filled pages; the rest are pages of the sample image stamped with (page, version).
- * Versions >= 2 are never zero, and any two versions of a page differ, so that a lost
- * write or a page dropped to zeros always shows.
- */
 void gen_page(uint8_t *p, uint64_t page, uint32_t ver, unsigned upages)
 {
 	const uint64_t unit = page / upages;
@@ -195,10 +197,6 @@ zf_region_options ropts(enum zf_fault_mode mode, uint32_t unit)
 	return o;
 }
 
-/*
- * A store for a region of this unit (unit mode, or split mode for 4 KiB units), with the
- * other options of so.
- */
 zf_store *store_make_with(zf_store_options so, uint32_t unit, unsigned engines)
 {
 	zf_store *s = NULL;
@@ -240,7 +238,6 @@ static zf_region *region_make(zf_store *store, size_t size, const zf_region_opti
 	return r;
 }
 
-/* Makes g's region (of store, or of a store of its own when store is NULL). */
 void rg_open(struct rg *g, const zf_region_options *o, size_t size, zf_store *store)
 {
 	memset(g, 0, sizeof(*g));
@@ -266,6 +263,21 @@ void rg_open(struct rg *g, const zf_region_options *o, size_t size, zf_store *st
 	memset(g->want, 0, g->size);
 }
 
+void rg_close(struct rg *g)
+{
+	zf_region_destroy(g->r);
+	if (g->own_store) {
+		const zf_store_stats ss = sst(g->store);
+
+		CHECK(ss.stored_pages == 0,
+		      "after zf_region_destroy() the store still holds %llu of its pages",
+		      U(ss.stored_pages));
+		zf_store_destroy(g->store);
+	}
+	free(g->want);
+	memset(g, 0, sizeof(*g));
+}
+
 zf_region_stats rst(zf_region *r)
 {
 	zf_region_stats s;
@@ -284,54 +296,32 @@ zf_store_stats sst(zf_store *s)
 	return st;
 }
 
-/*
- * The stats once they stop moving: a service thread may count a fault just after the
- * faulting thread went on (thread mode), or a reclaim/readahead thread be finishing.
- */
-zf_region_stats settle(zf_region *r)
+uint64_t lat_sum(const zf_region_stats *st)
 {
-	zf_region_stats a = rst(r), b;
+	uint64_t n = 0;
 
-	for (int i = 0; i < 100; i++) {
-		sleep_ms(2);
-		b = rst(r);
-		if (!memcmp(&a, &b, sizeof(a)))
-			return b;
-		a = b;
-	}
-	return a;
+	for (unsigned i = 0; i < ZF_REGION_LAT_BUCKETS; i++)
+		n += st->fault_lat[i];
+	return n;
 }
 
-void rg_close(struct rg *g)
-{
-	zf_region_destroy(g->r);
-	if (g->own_store) {
-		const zf_store_stats ss = sst(g->store);
-
-		CHECK(ss.stored_pages == 0,
-		      "after zf_region_destroy() the store still holds %llu of its pages",
-		      U(ss.stored_pages));
-		zf_store_destroy(g->store);
-	}
-	free(g->want);
-	memset(g, 0, sizeof(*g));
-}
-
-/* want of units [u0, u1) at version ver. */
 void want_units(struct rg *g, size_t u0, size_t u1, uint32_t ver)
 {
 	for (size_t p = u0 * g->upages; p < u1 * g->upages; p++)
 		gen_page(g->want + p * PAGE, p, ver, g->upages);
 }
 
-/* Units [u0, u1) at version ver, in want and in the region. */
 void rg_fill(struct rg *g, size_t u0, size_t u1, uint32_t ver)
 {
 	want_units(g, u0, u1, ver);
 	memcpy(g->base + u0 * g->unit, g->want + u0 * g->unit, (u1 - u0) * g->unit);
 }
 
-/* [off, off + len) of the region must equal want. */
+void zero_want(struct rg *g, size_t off, size_t len)
+{
+	memset(g->want + off, 0, len);
+}
+
 void verify_at(const struct rg *g, size_t off, size_t len, const char *what, int line)
 {
 	const uint8_t *have = g->base + off, *want = g->want + off;
@@ -351,7 +341,7 @@ void verify_at(const struct rg *g, size_t off, size_t len, const char *what, int
 		page_is_zero(copy) ? "reads all zeros" : "is not zero",
 		page_is_zero(g->want + pg * PAGE) ? "zero" : "not zero");
 }
-/* Pages of [addr, addr + len) with memory behind them (mincore). */
+
 size_t present_pages(const void *addr, size_t len)
 {
 	const size_t n = len / PAGE;
@@ -366,38 +356,75 @@ size_t present_pages(const void *addr, size_t len)
 	return count;
 }
 
-uint64_t lat_sum(const zf_region_stats *st)
+int unit_present(const struct rg *g, size_t u)
 {
-	uint64_t n = 0;
+	return present_pages(g->base + u * g->unit, g->unit) == g->upages;
+}
 
-	for (unsigned i = 0; i < ZF_REGION_LAT_BUCKETS; i++)
-		n += st->fault_lat[i];
+int unit_absent(const struct rg *g, size_t u)
+{
+	return present_pages(g->base + u * g->unit, g->unit) == 0;
+}
+
+size_t units_in_memory(const struct rg *g, size_t u0, size_t u1)
+{
+	size_t n = 0;
+
+	for (size_t u = u0; u < u1; u++)
+		n += !unit_absent(g, u);
 	return n;
+}
+
+void pageout_units(struct rg *g, size_t u0, size_t u1, size_t want, int line)
+{
+	const long n = zf_region_pageout(g->r, g->base + u0 * g->unit, (u1 - u0) * g->unit);
+
+	if (n != (long)want)
+		fail_at(line, "pageout",
+			"zf_region_pageout() of units [%llu, %llu) evicted %ld, want %llu "
+			"(%llu of them have pages in memory now)",
+			U(u0), U(u1), n, U(want), U(units_in_memory(g, u0, u1)));
+}
+
+size_t pick_compressible(const struct rg *g, size_t from)
+{
+	for (size_t u = from; u < g->nunits; u++)
+		if (!zf_same_filled(g->want + u * g->unit, g->unit, NULL))
+			return u;
+	FAILF("no compressible unit from %llu", U(from));
 }
 
 /* ---------------------------------------------------------------------------------- */
 /* Children                                                                           */
 /* ---------------------------------------------------------------------------------- */
 
-void set_sig(int sig, void (*handler)(int))
+/*
+ * Waits for child pid to end, for timeout_s seconds (stretched under a sanitizer) and a
+ * little more; returns its wait status, or -1 when it ran past that (it is killed then).
+ */
+static int wait_child(pid_t pid, unsigned timeout_s)
 {
-	struct sigaction sa;
+	const uint64_t deadline = now_ns() + (uint64_t)(DEADLINE_S(timeout_s) + 3) * 1000000000u;
+	int st;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = handler;
-	sigaction(sig, &sa, NULL);
+	for (;;) {
+		const pid_t w = waitpid(pid, &st, WNOHANG);
+
+		CHECK(w >= 0, "waitpid: %s", strerror(errno));
+		if (w == pid)
+			return st;
+		if (now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		sleep_ms(1);
+	}
 }
 
-/*
- * Runs fn(cfg) in a child process (SIGSEGV and SIGBUS at their defaults, so that a
- * sanitizer's handlers do not turn a crash into an exit code); returns its wait status,
- * or -1 when it ran past timeout_s seconds (then it is killed).
- */
-int run_child(child_fn *fn, const struct cfg *cfg, unsigned timeout_s)
+static int start_child(child_fn *fn, const struct cfg *cfg, unsigned timeout_s, int keep_sigbus)
 {
-	const uint64_t deadline = now_ns() + (uint64_t)(timeout_s + 3) * 1000000000u;
 	pid_t pid;
-	int st;
 
 	fflush(stdout);
 	fflush(stderr);
@@ -410,23 +437,22 @@ int run_child(child_fn *fn, const struct cfg *cfg, unsigned timeout_s)
 		setrlimit(RLIMIT_CORE, &no_core);
 		failures = 0;
 		set_sig(SIGSEGV, SIG_DFL);
-		set_sig(SIGBUS, SIG_DFL);
-		watchdog(timeout_s);
+		if (!keep_sigbus)
+			set_sig(SIGBUS, SIG_DFL);
+		watchdog(DEADLINE_S(timeout_s));
 		_exit(fn(cfg));
 	}
-	for (;;) {
-		const pid_t w = waitpid(pid, &st, WNOHANG);
+	return wait_child(pid, timeout_s);
+}
 
-		CHECK(w >= 0, "waitpid: %s", strerror(errno));
-		if (w == pid)
-			return st;
-		if (now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			return -1;
-		}
-		sleep_ms(2);
-	}
+int run_child(child_fn *fn, const struct cfg *cfg, unsigned timeout_s)
+{
+	return start_child(fn, cfg, timeout_s, 0);
+}
+
+int run_child_keep_sigbus(child_fn *fn, const struct cfg *cfg, unsigned timeout_s)
+{
+	return start_child(fn, cfg, timeout_s, 1);
 }
 
 const char *status_text(int st)
@@ -445,14 +471,19 @@ const char *status_text(int st)
 	return buf;
 }
 
-/* A child must have exited 0; 77 skips the whole case. */
-void expect_ok(int st, const char *what)
+/* A child that exited 77 skips the whole case (no userfaultfd). */
+static void skip_if_skipped(int st, const char *what)
 {
 	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == SKIP) {
 		printf("SKIP region_test %s (%s)\n", case_name, what);
 		fflush(stdout);
 		exit(SKIP);
 	}
+}
+
+void expect_ok(int st, const char *what)
+{
+	skip_if_skipped(st, what);
 	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
 		printf("ok   %s %s\n", case_name, what);
 		return;
@@ -462,14 +493,9 @@ void expect_ok(int st, const char *what)
 	failures++;
 }
 
-/* A child must have died of signal sig. */
 void expect_signal(int st, int sig, const char *what)
 {
-	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == SKIP) {
-		printf("SKIP region_test %s (%s)\n", case_name, what);
-		fflush(stdout);
-		exit(SKIP);
-	}
+	skip_if_skipped(st, what);
 	if (st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == sig) {
 		printf("ok   %s %s (died of %s, as it should)\n", case_name, what, strsignal(sig));
 		return;
@@ -479,7 +505,34 @@ void expect_signal(int st, int sig, const char *what)
 	failures++;
 }
 
-/* ZF_REGION_ONLY=text runs only the child configurations whose name has text. */
+static int mark_fd = -1; /* in a child of expect_death_after_mark(): its end of the pipe */
+
+void child_mark(void)
+{
+	CHECK(mark_fd >= 0 && write(mark_fd, "T", 1) == 1, "the mark to the parent");
+}
+
+void expect_death_after_mark(child_fn *fn, const struct cfg *cfg, unsigned timeout_s, int sig,
+			     const char *what)
+{
+	char got = 0;
+	int pfd[2], st;
+
+	CHECK(pipe(pfd) == 0, "pipe: %s", strerror(errno));
+	mark_fd = pfd[1];
+	st = run_child(fn, cfg, timeout_s);
+	mark_fd = -1;
+	close(pfd[1]);
+	if (read(pfd[0], &got, 1) != 1 && !(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0)) {
+		fprintf(stderr, "FAIL region_test %s: %s: the child %s before its fatal access\n",
+			case_name, what, status_text(st));
+		failures++;
+	} else {
+		expect_signal(st, sig, what);
+	}
+	close(pfd[0]);
+}
+
 int selected(const char *name)
 {
 	const char *only = getenv("ZF_REGION_ONLY");
@@ -487,11 +540,10 @@ int selected(const char *name)
 	return !only || strstr(name, only);
 }
 
-/* Runs fn for each mode x unit in a child, expecting it to pass. */
-void each_config(const char *what, child_fn *fn, const uint32_t *units, size_t nunits, int variant,
-		 unsigned timeout_s)
+void each_config_modes(const char *what, child_fn *fn, const uint32_t *units, size_t nunits,
+		       int variant, unsigned timeout_s, enum config_modes modes)
 {
-	for (int m = 0; m < 2; m++) {
+	for (int m = 0; m < (int)modes; m++) {
 		for (size_t i = 0; i < nunits; i++) {
 			const struct cfg c = { m ? ZF_FAULT_SIGBUS : ZF_FAULT_THREAD, units[i],
 					       variant };
@@ -507,16 +559,8 @@ void each_config(const char *what, child_fn *fn, const uint32_t *units, size_t n
 	}
 }
 
-/* The first unit >= from that is not same-filled in want. */
-size_t pick_compressible(struct rg *g, size_t from)
+void each_config(const char *what, child_fn *fn, const uint32_t *units, size_t nunits, int variant,
+		 unsigned timeout_s)
 {
-	for (size_t u = from; u < g->nunits; u++)
-		if (!zf_same_filled(g->want + u * g->unit, g->unit, NULL))
-			return u;
-	FAILF("no compressible unit from %llu", U(from));
-}
-
-void zero_want(struct rg *g, size_t off, size_t len)
-{
-	memset(g->want + off, 0, len);
+	each_config_modes(what, fn, units, nunits, variant, timeout_s, BOTH_MODES);
 }

@@ -44,15 +44,27 @@ enum { PASS = 0, FAIL = 1, SKIP = 77 };
 #define TSAN_DIV 1
 #endif
 
-/* Shorter runs under a sanitizer. */
-#define SCALE_MS(ms) (SANITIZED ? (ms) / 2 : (ms))
+/*
+ * Deadlines stretch under a sanitizer, never shrink: a slow build is not a hang. (Loops
+ * of attempts may run fewer rounds there; what they wait for may not get less time.)
+ */
+#ifdef ZF_TSAN
+#define DEADLINE_SCALE 8u
+#elif SANITIZED
+#define DEADLINE_SCALE 4u
+#else
+#define DEADLINE_SCALE 1u
+#endif
+#define DEADLINE_MS(ms) (DEADLINE_SCALE * (unsigned)(ms))
+#define DEADLINE_S(s) (DEADLINE_SCALE * (unsigned)(s))
+/* How long a wait for an event may take before the test calls it lost. */
+#define WAIT_MS DEADLINE_MS(5000)
 
 extern const char *case_name;
 extern char phase[200];
 extern const uint8_t *sample; /* the sample image, or NULL: text-like pages instead */
 extern size_t sample_pages;
 extern int failures; /* of child configurations, in the parent of a case */
-extern int corrupt_pipe; /* the child writes 'T' just before its fatal access */
 
 /* ---------------------------------------------------------------------------------- */
 /* Failing, timing, waiting                                                           */
@@ -75,12 +87,23 @@ uint64_t now_ns(void);
 void sleep_us(unsigned us);
 void sleep_ms(unsigned ms);
 
-/* Polls cond once a millisecond for up to ms milliseconds (cond may refresh stats). */
+/*
+ * Polls cond (which may refresh stats) until it holds or ms milliseconds have passed
+ * (then it says so on stderr); the caller then checks what it needs and says what was
+ * wrong. The poll interval is no duration anything relies on: cond is the event.
+ */
 #define WAIT_UNTIL(cond, ms)                                                                       \
 	do {                                                                                       \
-		for (unsigned w_ = 0; !(cond) && w_ < (ms); w_++)                                  \
-			sleep_ms(1);                                                               \
+		const uint64_t wait_end_ = now_ns() + 1000000ull * (ms);                           \
+		while (!(cond)) {                                                                  \
+			if (now_ns() > wait_end_) {                                                \
+				wait_timed_out(__LINE__, #cond, ms);                               \
+				break;                                                             \
+			}                                                                          \
+			sleep_us(200);                                                             \
+		}                                                                                  \
 	} while (0)
+void wait_timed_out(int line, const char *cond, unsigned ms);
 
 const char *mode_name(enum zf_fault_mode m);
 const char *unit_name(uint32_t unit);
@@ -126,11 +149,6 @@ void rg_open(struct rg *g, const zf_region_options *o, size_t size, zf_store *st
 /* Destroys it; a store of the test's own must then hold nothing of it. */
 void rg_close(struct rg *g);
 zf_region_stats rst(zf_region *r);
-/*
- * The stats once they stop moving: a service thread may count a fault just after the
- * faulting thread went on (thread mode), or a reclaim/readahead thread be finishing.
- */
-zf_region_stats settle(zf_region *r);
 zf_store_stats sst(zf_store *s);
 uint64_t lat_sum(const zf_region_stats *st);
 
@@ -148,8 +166,15 @@ void verify_at(const struct rg *g, size_t off, size_t len, const char *what, int
 
 /* Pages of [addr, addr + len) with memory behind them (mincore). */
 size_t present_pages(const void *addr, size_t len);
+int unit_present(const struct rg *g, size_t u);
+int unit_absent(const struct rg *g, size_t u);
+/* Units of [u0, u1) with a page in memory: what a zf_region_pageout() of them evicts. */
+size_t units_in_memory(const struct rg *g, size_t u0, size_t u1);
+/* zf_region_pageout() of units [u0, u1), which must evict exactly want of them. */
+void pageout_units(struct rg *g, size_t u0, size_t u1, size_t want, int line);
+#define PAGEOUT(g, u0, u1, want) pageout_units(g, u0, u1, want, __LINE__)
 /* The first unit >= from that is not same-filled in want. */
-size_t pick_compressible(struct rg *g, size_t from);
+size_t pick_compressible(const struct rg *g, size_t from);
 
 static inline void touch_read(const uint8_t *p)
 {
@@ -170,20 +195,34 @@ typedef int child_fn(const struct cfg *cfg);
 
 /*
  * Runs fn(cfg) in a child process (SIGSEGV and SIGBUS at their defaults, so that a
- * sanitizer's handlers do not turn a crash into an exit code); returns its wait status,
- * or -1 when it ran past timeout_s seconds (then it is killed).
+ * sanitizer's handlers do not turn a crash into an exit code, and a watchdog of
+ * timeout_s seconds, stretched under a sanitizer); returns wait_child()'s status.
  */
 int run_child(child_fn *fn, const struct cfg *cfg, unsigned timeout_s);
+/* The same with SIGBUS as the parent has it (a SIGBUS-mode region's handler, say). */
+int run_child_keep_sigbus(child_fn *fn, const struct cfg *cfg, unsigned timeout_s);
 const char *status_text(int st);
 /* A child must have exited 0; 77 skips the whole case. */
 void expect_ok(int st, const char *what);
 /* A child must have died of signal sig. */
 void expect_signal(int st, int sig, const char *what);
+/*
+ * Runs fn(cfg) in a child that must die of sig after it called child_mark() (just
+ * before the access that must kill it): a child that ends before its mark is a failure
+ * of its own, not the death looked for.
+ */
+void expect_death_after_mark(child_fn *fn, const struct cfg *cfg, unsigned timeout_s, int sig,
+			     const char *what);
+void child_mark(void);
 /* ZF_REGION_ONLY=text runs only the child configurations whose name has text. */
 int selected(const char *name);
 /* Runs fn for each mode x unit in a child, expecting it to pass. */
 void each_config(const char *what, child_fn *fn, const uint32_t *units, size_t nunits, int variant,
 		 unsigned timeout_s);
+enum config_modes { THREAD_MODE_ONLY = 1, BOTH_MODES = 2 };
+/* The same, in thread mode only or in both modes. */
+void each_config_modes(const char *what, child_fn *fn, const uint32_t *units, size_t nunits,
+		       int variant, unsigned timeout_s, enum config_modes modes);
 
 /* ---------------------------------------------------------------------------------- */
 /* The cases (region_test_*.c)                                                        */

@@ -5,7 +5,8 @@
  *                 while threads fault leave the parent's data intact, a child can make a
  *                 region of its own (row 4).
  *  exit_inflight  exit() and zf_region_destroy() while threads fault (also while they wait
- *                 for reclaim): the process ends, no hang (rows 7, 9).
+ *                 for reclaim): the process ends, no hang (rows 7, 9). The exit or destroy
+ *                 comes once the threads have faulted (and waited for reclaim) for a while.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -37,88 +38,63 @@ static void *fork_toucher_main(void *arg)
 	while (!atomic_load(&fc->stop)) {
 		const size_t u = stress_rand(&rng) % g->nunits, v = stress_rand(&rng) % g->nunits;
 
-		CHECK(zf_region_pageout(g->r, g->base + u * g->unit, g->unit) >= 0, "pageout");
+		/* The other threads only read: u, read, stays resident until its pageout. */
+		VERIFY_UNITS(g, u, u + 1, "the parent's unit while it forks");
+		PAGEOUT(g, u, u + 1, 1);
 		VERIFY_UNITS(g, v, v + 1, "the parent's unit while it forks");
 		atomic_fetch_add(&fc->rounds, 1);
 	}
 	return NULL;
 }
 
-/* fork() from the region's process; the child runs fn (pass it a pointer). */
-static int fork_run(int (*fn)(struct rg *g, size_t u), struct rg *g, size_t u)
+/* What the children of fork_one() get: the parent's region, and a unit of it. */
+static struct rg *fork_g;
+static size_t fork_u;
+
+static int fork_child_read(const struct cfg *c)
 {
-	const uint64_t deadline = now_ns() + 20000000000ull;
-	pid_t pid;
-	int st;
-
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	CHECK(pid >= 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		failures = 0;
-		set_sig(SIGSEGV, SIG_DFL);
-		alarm(15);
-		_exit(fn(g, u));
-	}
-	for (;;) {
-		const pid_t w = waitpid(pid, &st, WNOHANG);
-
-		if (w == pid)
-			return st;
-		if (now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			return -1;
-		}
-		sleep_ms(1);
-	}
-}
-
-static int fork_child_read(struct rg *g, size_t u)
-{
-	touch_read(g->base + u * g->unit + (g->upages - 1) * PAGE);
+	(void)c;
+	touch_read(fork_g->base + fork_u * fork_g->unit + (fork_g->upages - 1) * PAGE);
 	return 3; /* it should not get here */
 }
 
-static int fork_child_write(struct rg *g, size_t u)
+static int fork_child_write(const struct cfg *c)
 {
-	g->base[u * g->unit + 5] = 1;
+	(void)c;
+	fork_g->base[fork_u * fork_g->unit + 5] = 1;
 	return 3;
 }
 
-static int fork_child_exit(struct rg *g, size_t u)
+static int fork_child_exit(const struct cfg *c)
 {
-	(void)g;
-	(void)u;
+	(void)c;
 	return 0;
 }
 
 /* The child makes a region of its own and uses it. */
-static int fork_child_region(struct rg *pg, size_t u)
+static int fork_child_region(const struct cfg *c)
 {
-	const zf_region_options o = ropts(pg->mode, (uint32_t)pg->unit);
+	const zf_region_options o = ropts(c->mode, c->unit);
 	struct rg g;
 
-	(void)u;
 	set_phase("fork: a region of the child's own");
-	rg_open(&g, &o, 8 * pg->unit, NULL);
+	rg_open(&g, &o, 8 * (size_t)c->unit, NULL);
 	rg_fill(&g, 0, 8, 2);
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == 8, "pageout in the child");
+	PAGEOUT(&g, 0, 8, 8);
 	VERIFY(&g, 0, g.size, "the child's own region");
 	rg_close(&g);
 	return 0;
 }
 
-static void expect_fork(int st, int sig, const char *what)
+/*
+ * fork() from the region's process; the child runs fn on unit u of g, with the signal
+ * handlers it inherits (a region of its own in SIGBUS mode relies on the one for SIGBUS).
+ */
+static int fork_run(child_fn *fn, const struct cfg *c, struct rg *g, size_t u)
 {
-	char name[120];
-
-	snprintf(name, sizeof(name), "%s", what);
-	if (sig)
-		expect_signal(st, sig, name);
-	else
-		expect_ok(st, name);
+	fork_g = g;
+	fork_u = u;
+	return run_child_keep_sigbus(fn, c, 15);
 }
 
 static int fork_one(const struct cfg *c)
@@ -132,30 +108,31 @@ static int fork_one(const struct cfg *c)
 
 	rg_open(&g, &o, n * c->unit, NULL);
 	rg_fill(&g, 0, n, 2);
-	CHECK(zf_region_pageout(g.r, g.base, g.size / 2) == (long)(n / 2), "pageout");
+	PAGEOUT(&g, 0, n / 2, n / 2);
 	memset(&fc, 0, sizeof(fc));
 	fc.g = &g;
 	CHECK(!pthread_create(&t, NULL, fork_toucher_main, &fc), "thread");
 	for (int i = 0; i < 3; i++) {
 		snprintf(what, sizeof(what), "fork %s %s: the child reads an evicted unit",
 			 mode_name(c->mode), unit_name(c->unit));
-		expect_fork(fork_run(fork_child_read, &g, (size_t)i), SIGSEGV, what);
+		expect_signal(fork_run(fork_child_read, c, &g, (size_t)i), SIGSEGV, what);
 		snprintf(what, sizeof(what), "fork %s %s: the child reads a resident unit",
 			 mode_name(c->mode), unit_name(c->unit));
 		touch_read(g.base + (n - 1 - (size_t)i) * g.unit);
-		expect_fork(fork_run(fork_child_read, &g, n - 1 - (size_t)i), SIGSEGV, what);
+		expect_signal(fork_run(fork_child_read, c, &g, n - 1 - (size_t)i), SIGSEGV, what);
 		snprintf(what, sizeof(what), "fork %s %s: the child writes the region",
 			 mode_name(c->mode), unit_name(c->unit));
-		expect_fork(fork_run(fork_child_write, &g, (size_t)i * 5), SIGSEGV, what);
+		expect_signal(fork_run(fork_child_write, c, &g, (size_t)i * 5), SIGSEGV, what);
 	}
 	/* Many forks while the toucher faults and evicts. */
 	for (int i = 0; i < 30; i++) {
-		const int st = fork_run(fork_child_exit, &g, 0);
+		const int st = fork_run(fork_child_exit, c, &g, 0);
 
 		CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "a child that only exits: %s", status_text(st));
 		VERIFY_UNITS(&g, (size_t)i % n, (size_t)i % n + 1, "the parent's data after fork");
 	}
+	WAIT_UNTIL(atomic_load(&fc.rounds) > 0, WAIT_MS);
 	atomic_store(&fc.stop, 1);
 	pthread_join(t, NULL);
 	CHECK(atomic_load(&fc.rounds) > 0, "the toucher did not run");
@@ -165,11 +142,11 @@ static int fork_one(const struct cfg *c)
 	snprintf(what, sizeof(what), "fork %s %s: the child makes a region of its own",
 		 mode_name(c->mode), unit_name(c->unit));
 #ifndef ZF_TSAN
-	expect_fork(fork_run(fork_child_region, &g, 0), 0, what);
+	expect_ok(fork_run(fork_child_region, c, &g, 0), what);
 #else
 	(void)fork_child_region;
 #endif
-	CHECK(zf_region_pageout(g.r, g.base, g.size) >= 0, "pageout");
+	PAGEOUT(&g, 0, n, n); /* every unit was read just above */
 	VERIFY(&g, 0, g.size, "the parent's region after everything");
 	CHECK(rst(g.r).fault_fail == 0, "fault_fail in the parent");
 	rg_close(&g);
@@ -191,6 +168,7 @@ int case_fork(void)
 /* What the children keep in globals: reachable, so that a leak checker at exit is quiet. */
 static struct rg xg;
 static atomic_int x_stop, x_destroying;
+static atomic_ullong x_steps; /* of the walkers and readers: faults are in flight */
 static __thread sigjmp_buf x_jmp;
 static __thread int x_jmp_armed;
 
@@ -216,6 +194,7 @@ static void *x_walker_main(void *arg)
 		if (memcmp(xg.base + u * xg.unit, xg.want + u * xg.unit, xg.unit) &&
 		    !atomic_load(&x_destroying))
 			VERIFY_UNITS(&xg, u, u + 1, "a unit faulted before the process exits");
+		atomic_fetch_add_explicit(&x_steps, 1, memory_order_relaxed);
 	}
 	return NULL;
 }
@@ -243,6 +222,7 @@ static void *x_reader_main(void *arg)
 		if (have != want && !atomic_load(&x_destroying))
 			FAILF("page %llu word %llu reads %#llx, want %#llx (before the destroy)",
 			      U(p), U(w), U(have), U(want));
+		atomic_fetch_add_explicit(&x_steps, 1, memory_order_relaxed);
 	}
 	x_jmp_armed = 0;
 	return NULL;
@@ -257,20 +237,37 @@ static void *x_reader_main(void *arg)
  */
 extern void __lsan_do_leak_check(void) __attribute__((weak));
 
+/*
+ * Until the threads have made steps steps between them (faults served, so they run)
+ * and, with a limit, faults have waited for reclaim.
+ */
+static void exit_wait_inflight(int limited, unsigned long long steps)
+{
+	WAIT_UNTIL(atomic_load(&x_steps) >= steps && (!limited || rst(xg.r).limit_waits > 0),
+		   WAIT_MS);
+	CHECK(atomic_load(&x_steps) >= steps, "the threads made %llu steps of %llu",
+	      U(atomic_load(&x_steps)), steps);
+	CHECK(!limited || rst(xg.r).limit_waits > 0, "no fault waited for reclaim");
+}
+
 static int exit_child(const struct cfg *c)
 {
 	zf_region_options o = ropts(c->mode, c->unit);
+	const int limited = c->variant == 2 || c->variant == 3;
 	const size_t n = 48 / TSAN_DIV;
 	pthread_t t[4];
 	uint64_t t0;
+	long e;
 
-	if (c->variant == 2 || c->variant == 3) {
+	if (limited) {
 		o.limit = 4 * (uint64_t)c->unit;
 		o.reclaim_batch = c->unit;
 	}
 	rg_open(&xg, &o, n * c->unit, NULL);
 	rg_fill(&xg, 0, n, 2);
-	CHECK(zf_region_pageout(xg.r, xg.base, xg.size) >= 0, "pageout");
+	/* With a limit, reclaim evicts at the same time, down to limit - batch at most. */
+	e = zf_region_pageout(xg.r, xg.base, xg.size);
+	CHECK(limited ? e > 0 : e == (long)n, "pageout of %llu units written: %ld", U(n), e);
 	if (c->variant == 0 || c->variant == 2) {
 		/* exit() with faults (and waits for reclaim) in flight. */
 		if (__lsan_do_leak_check)
@@ -278,7 +275,7 @@ static int exit_child(const struct cfg *c)
 		for (size_t i = 0; i < 3; i++)
 			CHECK(!pthread_create(&t[i], NULL, x_walker_main, (void *)(uintptr_t)i),
 			      "thread");
-		sleep_ms(30);
+		exit_wait_inflight(limited, 3 * 8);
 		atomic_store(&x_destroying, 1); /* what exit() does to the region is its own */
 		exit(0);
 	}
@@ -287,12 +284,14 @@ static int exit_child(const struct cfg *c)
 	for (size_t i = 0; i < 4; i++)
 		CHECK(!pthread_create(&t[i], NULL, x_reader_main, (void *)(uintptr_t)(i + 1)),
 		      "thread");
-	sleep_ms(20);
-	CHECK(zf_region_pageout(xg.r, xg.base, xg.size) >= 0, "pageout");
+	exit_wait_inflight(limited, 4 * 64);
+	/* The readers brought units in (reclaim leaves limit - batch at the least). */
+	e = zf_region_pageout(xg.r, xg.base, xg.size);
+	CHECK(e > 0, "pageout after the readers' faults: %ld", e);
 	atomic_store(&x_destroying, 1);
 	t0 = now_ns();
 	zf_region_destroy(xg.r);
-	CHECK(now_ns() - t0 < 5000000000ull, "zf_region_destroy() took %llu ms",
+	CHECK(now_ns() - t0 < DEADLINE_MS(5000) * 1000000ull, "zf_region_destroy() took %llu ms",
 	      U((now_ns() - t0) / 1000000));
 	atomic_store(&x_stop, 1);
 	for (size_t i = 0; i < 4; i++)

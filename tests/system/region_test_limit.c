@@ -147,7 +147,7 @@ static int limit_one(const struct cfg *c)
 	pthread_join(s, NULL);
 	VERIFY(&g, 0, g.size, "everything after the walks");
 	/* Idle, reclaim brings it under the limit. */
-	WAIT_UNTIL((st = rst(g.r)).resident_bytes <= limit, 3000);
+	WAIT_UNTIL((st = rst(g.r)).resident_bytes <= limit, WAIT_MS);
 	CHECK(st.resident_bytes <= limit, "idle, resident_bytes %llu stays above the limit %llu",
 	      U(st.resident_bytes), U(limit));
 	CHECK(st.resident_max <= l.bound,
@@ -200,7 +200,12 @@ static int limit_per_page(const struct cfg *c)
 		CHECK(st.resident_bytes <= limit + batch, "filling: resident_bytes %llu > %llu",
 		      U(st.resident_bytes), U(limit + batch));
 	}
-	CHECK(zf_region_pageout(g.r, g.base, g.size) >= 0, "pageout");
+	{
+		/* Reclaim evicts too, meanwhile, but leaves limit - batch at the least. */
+		const long e = zf_region_pageout(g.r, g.base, g.size);
+
+		CHECK(e > 0, "pageout of a region filled to its limit: %ld", e);
+	}
 	for (unsigned pass = 0; pass < 3; pass++) {
 		for (size_t u = 0; u < g.nunits; u++) {
 			const size_t off = u * g.unit + (pass * 5 + u) % g.upages * PAGE;
@@ -260,7 +265,7 @@ static void clean_one(enum zf_fault_mode mode, uint32_t unit)
 	wu = pick_compressible(&g, 1);
 	du = pick_compressible(&g, wu + 1);
 	ru = pick_compressible(&g, du + 1);
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == (long)n, "pageout");
+	PAGEOUT(&g, 0, n, n);
 	zsw = sst(g.store).zswpout;
 	CHECK(zsw == n * g.upages, "zswpout %llu after the first pageout", U(zsw));
 
@@ -269,7 +274,8 @@ static void clean_one(enum zf_fault_mode mode, uint32_t unit)
 	 * same-filled); evicted again unwritten, the kept ones are not compressed again.
 	 */
 	VERIFY(&g, 0, g.size, "first read back");
-	st = settle(g.r);
+	/* n major faults, each counted (after the kept copy) a moment after its wakeup. */
+	WAIT_UNTIL((st = rst(g.r)).pgmajfault >= n, WAIT_MS);
 	kept = st.clean_kept;
 	CHECK(kept >= compressible && kept <= n,
 	      "clean_kept %llu after %llu swap-ins (%llu units not same-filled)", U(kept),
@@ -277,7 +283,7 @@ static void clean_one(enum zf_fault_mode mode, uint32_t unit)
 	ss = sst(g.store);
 	CHECK(ss.stored_pages >= kept * g.upages, "the store keeps %llu pages of %llu clean units",
 	      U(ss.stored_pages), U(kept));
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == (long)n, "pageout of clean units");
+	PAGEOUT(&g, 0, n, n); /* clean units */
 	st = rst(g.r);
 	ss = sst(g.store);
 	CHECK(st.clean_evict == kept && ss.zswpout == zsw + (n - kept) * g.upages,
@@ -291,12 +297,12 @@ static void clean_one(enum zf_fault_mode mode, uint32_t unit)
 	/* One write drops a unit's copy; that unit goes out compressed, the others clean. */
 	g.want[wu * unit + 100] ^= 0x33;
 	g.base[wu * unit + 100] = g.want[wu * unit + 100];
-	st = settle(g.r);
+	WAIT_UNTIL((st = rst(g.r)).clean_dropped >= 1, WAIT_MS);
 	CHECK(st.clean_dropped >= 1 && st.wp_faults >= 1,
 	      "after a write to a clean unit: clean_dropped %llu wp_faults %llu",
 	      U(st.clean_dropped), U(st.wp_faults));
 	evict0 = st.clean_evict;
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == (long)n, "pageout");
+	PAGEOUT(&g, 0, n, n);
 	ss = sst(g.store);
 	st = rst(g.r);
 	CHECK(ss.zswpout == zsw + (n - kept + 1) * g.upages && st.clean_evict - evict0 == kept - 1,
@@ -310,7 +316,7 @@ static void clean_one(enum zf_fault_mode mode, uint32_t unit)
 	CHECK(madvise(g.base + du * unit, unit, MADV_DONTNEED) == 0, "madvise");
 	zero_want(&g, du * unit, unit);
 	VERIFY_UNITS(&g, du, du + 1, "a clean unit after DONTNEED");
-	CHECK(zf_region_pageout(g.r, g.base + du * unit, unit) == 1, "pageout");
+	PAGEOUT(&g, du, du + 1, 1);
 	VERIFY_UNITS(&g, du, du + 1, "a clean unit after DONTNEED, evicted and read back");
 
 	/* A write by the kernel (read(2) into a clean page). */
@@ -330,9 +336,9 @@ static void clean_one(enum zf_fault_mode mode, uint32_t unit)
 		memcpy(g.want + ru * unit, buf, PAGE);
 	close(pfd[0]);
 	close(pfd[1]);
-	CHECK(zf_region_pageout(g.r, g.base, g.size) >= 0, "pageout");
+	PAGEOUT(&g, 0, n, n); /* every unit was read since the last one */
 	VERIFY(&g, 0, g.size, "after read(2) into a clean page and re-eviction");
-	st = settle(g.r);
+	st = rst(g.r);
 	CHECK(st.fault_fail == 0, "fault_fail %llu", U(st.fault_fail));
 	printf("ok   clean %s %s: clean_kept %llu clean_evict %llu clean_dropped %llu\n",
 	       mode_name(mode), unit_name(unit), U(st.clean_kept), U(st.clean_evict),
@@ -353,27 +359,65 @@ int case_clean(void)
 /* readahead                                                                          */
 /* ---------------------------------------------------------------------------------- */
 
+#define RA_UNITS 4 /* the readahead window, in units */
+
+/* Whether every unit of [u0, u1) has all its pages in memory. */
+static int units_present(const struct rg *g, size_t u0, size_t u1)
+{
+	for (size_t u = u0; u < u1; u++)
+		if (!unit_present(g, u))
+			return 0;
+	return 1;
+}
+
 static void readahead_one(enum zf_fault_mode mode, uint32_t unit)
 {
 	zf_region_options o = ropts(mode, unit);
 	const size_t n = unit == KiB(4) ? 1024 : 128;
 	const unsigned iters = SANITIZED ? 60 : 150;
+	uint64_t majors, read_ahead, last_window;
 	zf_region_stats st;
 	struct rg g;
 
 	set_phase("readahead %s %s", mode_name(mode), unit_name(unit));
-	o.readahead = 4;
+	o.readahead = RA_UNITS;
 	rg_open(&g, &o, n * unit, NULL);
 	rg_fill(&g, 0, n, 2);
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == (long)n, "pageout");
-	for (size_t u = 0; u < n; u++)
+	PAGEOUT(&g, 0, n, n);
+	/*
+	 * A sequential walk. A major fault on unit u that follows the one before (the
+	 * first, on unit 0, counts as such) reads the next RA_UNITS units ahead: the walk
+	 * waits until swap_ra counts them (they are in memory a moment before, but a fault
+	 * sees them as read ahead only then), so every (RA_UNITS + 1)-th unit is a major
+	 * fault and the others are read ahead; a fault counts the units read ahead before it
+	 * that it passed as hits.
+	 */
+	for (size_t u = 0, ra = 0; u < n; u++) {
+		const int major = unit_absent(&g, u);
+		const size_t end = u + 1 + RA_UNITS < n ? u + 1 + RA_UNITS : n;
+
 		VERIFY_UNITS(&g, u, u + 1, "sequential read with readahead");
-	st = settle(g.r);
-	CHECK(st.swap_ra > 0 && st.swap_ra_hit > 0 && st.swap_ra_hit <= st.swap_ra,
-	      "a sequential walk of %llu units: swap_ra %llu swap_ra_hit %llu", U((uint64_t)n),
-	      U(st.swap_ra), U(st.swap_ra_hit));
-	CHECK(st.pgmajfault < n, "pgmajfault %llu for %llu units: readahead saved none",
-	      U(st.pgmajfault), U((uint64_t)n));
+		if (!major)
+			continue;
+		ra += end - (u + 1);
+		WAIT_UNTIL((st = rst(g.r)).swap_ra >= ra, WAIT_MS);
+		CHECK(st.swap_ra == ra && units_present(&g, u + 1, end),
+		      "the fault on unit %llu should read units [%llu, %llu) ahead: swap_ra %llu, "
+		      "want %llu",
+		      U(u), U(u + 1), U(end), U(st.swap_ra), U(ra));
+	}
+	majors = (n + RA_UNITS) / (RA_UNITS + 1);
+	read_ahead = n - majors;
+	last_window = n - 1 - (majors - 1) * (RA_UNITS + 1); /* no fault after it: no hits */
+	WAIT_UNTIL((st = rst(g.r)).pgmajfault >= majors &&
+			   st.swap_ra_hit >= read_ahead - last_window,
+		   WAIT_MS);
+	CHECK(st.pgmajfault == majors && st.swap_ra == read_ahead &&
+		      st.swap_ra_hit == read_ahead - last_window,
+	      "a sequential walk of %llu units: pgmajfault %llu swap_ra %llu swap_ra_hit %llu, "
+	      "want %llu, %llu and %llu",
+	      U(n), U(st.pgmajfault), U(st.swap_ra), U(st.swap_ra_hit), U(majors), U(read_ahead),
+	      U(read_ahead - last_window));
 	CHECK(st.evicted_units == 0 && st.swpin == n * g.upages,
 	      "after the walk: evicted_units %llu swpin %llu (want 0 and %llu)",
 	      U(st.evicted_units), U(st.swpin), U(n * g.upages));
@@ -382,19 +426,23 @@ static void readahead_one(enum zf_fault_mode mode, uint32_t unit)
 	       U(st.swap_ra_hit));
 
 	/* Sequential writes with readahead, then out and back. */
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == (long)n, "pageout");
+	PAGEOUT(&g, 0, n, n);
 	for (size_t p = 0; p < g.npages; p++) {
 		g.want[p * PAGE + p % PAGE] ^= 0x11;
 		g.base[p * PAGE + p % PAGE] = g.want[p * PAGE + p % PAGE];
 	}
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == (long)n, "pageout");
+	PAGEOUT(&g, 0, n, n);
 	VERIFY(&g, 0, g.size, "after sequential writes with readahead");
 
-	/* DONTNEED racing the readahead of the same units: they must read zeros. */
+	/*
+	 * DONTNEED racing the readahead of the same units: they must read zeros. Each block
+	 * of 8 units is resident when its turn comes (the last check read it whole); the
+	 * sleeps only vary where in the readahead the DONTNEED lands.
+	 */
 	for (unsigned i = 0; i < iters; i++) {
 		const size_t u = 8 * (i % (n / 8 - 1));
 
-		CHECK(zf_region_pageout(g.r, g.base + u * unit, 8 * unit) >= 0, "pageout");
+		PAGEOUT(&g, u, u + 8, 8);
 		touch_read(g.base + u * unit);
 		touch_read(g.base + (u + 1) * unit);
 		if (i % 3 == 1)
@@ -406,9 +454,9 @@ static void readahead_one(enum zf_fault_mode mode, uint32_t unit)
 		VERIFY_UNITS(&g, u, u + 8, "units after DONTNEED racing their readahead");
 		rg_fill(&g, u + 2, u + 6, 3 + i);
 	}
-	CHECK(zf_region_pageout(g.r, g.base, g.size) >= 0, "pageout");
+	PAGEOUT(&g, 0, n, n);
 	VERIFY(&g, 0, g.size, "everything at the end");
-	st = settle(g.r);
+	st = rst(g.r);
 	CHECK(st.fault_fail == 0, "fault_fail %llu", U(st.fault_fail));
 	rg_close(&g);
 }
@@ -426,16 +474,6 @@ int case_readahead(void)
 /* advise                                                                             */
 /* ---------------------------------------------------------------------------------- */
 
-static int unit_present(struct rg *g, size_t u)
-{
-	return present_pages(g->base + u * g->unit, g->unit) == g->upages;
-}
-
-static int unit_absent(struct rg *g, size_t u)
-{
-	return present_pages(g->base + u * g->unit, g->unit) == 0;
-}
-
 static int advise_child(const struct cfg *c)
 {
 	zf_region_options o = ropts(c->mode, c->unit);
@@ -447,12 +485,11 @@ static int advise_child(const struct cfg *c)
 	/* HOT on evicted units brings them in: no faults when touched. */
 	rg_open(&g, &o, n * c->unit, NULL);
 	rg_fill(&g, 0, n, 2);
-	CHECK(zf_region_pageout(g.r, g.base, g.size) == (long)n, "pageout");
-	st = settle(g.r);
-	swpin0 = st.swpin;
+	PAGEOUT(&g, 0, n, n);
+	swpin0 = rst(g.r).swpin;
+	/* It swaps the units in before it returns, in the caller's thread. */
 	CHECK(zf_region_advise(g.r, g.base + 8 * g.unit, 8 * g.unit, ZF_ADV_HOT) == 0, "advise");
-	WAIT_UNTIL((st = rst(g.r)).resident_bytes >= 8 * g.unit, 2000);
-	st = settle(g.r);
+	st = rst(g.r);
 	CHECK(st.resident_bytes == 8 * g.unit && st.evicted_units == n - 8 &&
 		      st.swpin - swpin0 == 8 * g.upages,
 	      "ZF_ADV_HOT on 8 evicted units: resident_bytes %llu evicted_units %llu swpin +%llu",
@@ -461,8 +498,15 @@ static int advise_child(const struct cfg *c)
 		CHECK(unit_present(&g, u), "unit %llu not in memory after ZF_ADV_HOT", U(u));
 	maj0 = st.pgmajfault;
 	VERIFY_UNITS(&g, 8, 16, "units brought in by ZF_ADV_HOT");
-	st = settle(g.r);
-	CHECK(st.pgmajfault == maj0, "touching units brought in by ZF_ADV_HOT faulted %llu times",
+	/*
+	 * Then one fault that must count, on an evicted unit: the fault thread counts in
+	 * order, so once it shows, so would any fault the check above made.
+	 */
+	touch_read(g.base + 20 * g.unit);
+	WAIT_UNTIL((st = rst(g.r)).pgmajfault > maj0, WAIT_MS);
+	CHECK(st.pgmajfault == maj0 + 1,
+	      "touching units brought in by ZF_ADV_HOT faulted %llu times (and an evicted one "
+	      "once)",
 	      U(st.pgmajfault - maj0));
 	VERIFY(&g, 0, g.size, "everything");
 	rg_close(&g);
@@ -474,8 +518,7 @@ static int advise_child(const struct cfg *c)
 	rg_fill(&g, 0, 7, 2);
 	CHECK(zf_region_advise(g.r, g.base + 4 * g.unit, 2 * g.unit, ZF_ADV_COLD) == 0, "advise");
 	rg_fill(&g, 7, 9, 2);
-	WAIT_UNTIL((st = rst(g.r)).evict_reclaim >= 2, 2000);
-	st = settle(g.r);
+	WAIT_UNTIL((st = rst(g.r)).evict_reclaim >= 2, WAIT_MS);
 	CHECK(st.evict_reclaim >= 2, "9 units resident, limit 8: evict_reclaim %llu",
 	      U(st.evict_reclaim));
 	CHECK(unit_absent(&g, 4) && unit_absent(&g, 5),
@@ -490,15 +533,14 @@ static int advise_child(const struct cfg *c)
 	rg_fill(&g, 0, 7, 2);
 	CHECK(zf_region_advise(g.r, g.base, 2 * g.unit, ZF_ADV_HOT) == 0, "advise");
 	rg_fill(&g, 7, 9, 2);
-	WAIT_UNTIL((st = rst(g.r)).evict_reclaim >= 2, 2000);
-	st = settle(g.r);
+	WAIT_UNTIL((st = rst(g.r)).evict_reclaim >= 2, WAIT_MS);
 	CHECK(st.evict_reclaim >= 2, "evict_reclaim %llu", U(st.evict_reclaim));
 	CHECK(unit_present(&g, 0) && unit_present(&g, 1),
 	      "the first reclaim (%llu units) evicted a ZF_ADV_HOT unit (unit 0 %s, unit 1 %s)",
 	      U(st.evict_reclaim), unit_present(&g, 0) ? "in" : "out",
 	      unit_present(&g, 1) ? "in" : "out");
 	VERIFY(&g, 0, g.size, "everything");
-	st = settle(g.r);
+	st = rst(g.r);
 	CHECK(st.fault_fail == 0, "fault_fail %llu", U(st.fault_fail));
 	rg_close(&g);
 	return PASS;

@@ -27,7 +27,9 @@
  *
  * Cases that may crash or hang the process when the region is wrong run each
  * configuration in a child with a timeout; a watchdog (alarm) names the phase that hung.
- * ZF_REGION_ONLY=text runs only the child configurations whose name contains text. Returns 0 pass, 1 fail, 77 skip
+ * Waits are for events (a counter reaching a value, a thread's signal), with deadlines
+ * that stretch under a sanitizer. ZF_REGION_ONLY=text runs only the child
+ * configurations whose name contains text. Returns 0 pass, 1 fail, 77 skip
  * (zf_region_create() says userfaultfd is unavailable: -EPERM, -ENOSYS, -ENOTSUP).
  */
 #include <stdlib.h>

@@ -4,6 +4,8 @@
  *  evict_race     writers hammer the pages of a unit (whole-page rewrites and counter
  *                 increments, each checked first) while another thread pages it out
  *                 without pause: no write is ever lost (the eviction protocol, row 1/10).
+ *                 The race runs until it has evicted a number of units per unit size
+ *                 (fewer under a sanitizer), within a deadline.
  *  many_faulters  8 threads fault one evicted unit at once, round after round: right data,
  *                 and the unit swapped in exactly once per eviction (row 1).
  */
@@ -27,9 +29,12 @@ struct race {
 	unsigned nwriters;
 	atomic_int stop;
 	atomic_ullong evicted, pageouts;
+	atomic_ullong writes; /* of all writers, in steps of WRITES_STEP */
 	uint32_t *ver;
 	uint64_t *cnt;
 };
+
+#define WRITES_STEP 256
 
 struct race_writer {
 	pthread_t thread;
@@ -87,7 +92,8 @@ static void *race_writer_main(void *arg)
 			*counter = *counter + 1;
 			rc->cnt[p]++;
 		}
-		w->ops++;
+		if (++w->ops % WRITES_STEP == 0)
+			atomic_fetch_add_explicit(&rc->writes, WRITES_STEP, memory_order_relaxed);
 	}
 	return NULL;
 }
@@ -113,6 +119,12 @@ static void evict_race_one(enum zf_fault_mode mode, uint32_t unit, unsigned faul
 {
 	/* 4k: eight one-page units; 64k: two units; 2m: one unit. Four writers in each. */
 	const size_t size = unit == KiB(4) ? KiB(32) : unit == KiB(64) ? KiB(128) : MiB(2);
+	/* The race's rounds: units evicted under the writers, and their writes. */
+	const uint64_t target = (unit == KiB(4)	   ? 4000
+				 : unit == KiB(64) ? 1200
+						   : 130) /
+				(SANITIZED ? 4 : 1);
+	const uint64_t min_writes = 100 * WRITES_STEP;
 	zf_region_options o = ropts(mode, unit);
 	struct race_writer w[4];
 	struct race rc;
@@ -143,7 +155,8 @@ static void evict_race_one(enum zf_fault_mode mode, uint32_t unit, unsigned faul
 		CHECK(!pthread_create(&w[i].thread, NULL, race_writer_main, &w[i]), "thread");
 	}
 	CHECK(!pthread_create(&pt, NULL, race_pageout_main, &rc), "thread");
-	sleep_ms(SCALE_MS(1200));
+	WAIT_UNTIL(atomic_load(&rc.evicted) >= target && atomic_load(&rc.writes) >= min_writes,
+		   DEADLINE_MS(60000));
 	atomic_store(&rc.stop, 1);
 	for (unsigned i = 0; i < 4; i++) {
 		pthread_join(w[i].thread, NULL);
@@ -163,14 +176,17 @@ static void evict_race_one(enum zf_fault_mode mode, uint32_t unit, unsigned faul
 			if (memcmp(g.base + p * PAGE, buf, PAGE - 8) || c != rc.cnt[p])
 				race_lost(&rc, p, g.base + p * PAGE);
 		}
-		zf_region_pageout(g.r, g.base, g.size);
+		PAGEOUT(&g, 0, g.nunits, g.nunits); /* the checks brought every unit in */
 	}
-	st = settle(g.r);
-	CHECK(atomic_load(&rc.evicted) >= 10 && ops >= 100,
-	      "the race did not happen: %llu evictions in %llu pageouts, %llu writer operations",
-	      U(atomic_load(&rc.evicted)), U(atomic_load(&rc.pageouts)), U(ops));
-	CHECK(st.fault_fail == 0 && st.swpin > 0, "fault_fail %llu swpin %llu", U(st.fault_fail),
-	      U(st.swpin));
+	CHECK(atomic_load(&rc.evicted) >= target && ops >= min_writes,
+	      "the race did not happen within %u s: %llu evictions (want %llu) in %llu pageouts, "
+	      "%llu writer operations (want %llu)",
+	      DEADLINE_S(60), U(atomic_load(&rc.evicted)), U(target), U(atomic_load(&rc.pageouts)),
+	      U(ops), U(min_writes));
+	/* The round trip above swapped every unit in: wait until that is counted. */
+	WAIT_UNTIL((st = rst(g.r)).swpin >= g.npages, WAIT_MS);
+	CHECK(st.fault_fail == 0 && st.swpin >= g.npages, "fault_fail %llu swpin %llu",
+	      U(st.fault_fail), U(st.swpin));
 	printf("ok   evict_race %s %s: %llu writes (%llu rewrites), %llu units evicted in %llu "
 	       "pageouts, %llu swap-ins, wp_faults %llu fault_waits %llu\n",
 	       mode_name(mode), unit_name(unit), U(ops), U(rewrites), U(atomic_load(&rc.evicted)),
@@ -265,23 +281,13 @@ static void many_faulters_one(enum zf_fault_mode mode, uint32_t unit, int per_pa
 		CHECK(!pthread_create(&t[i].thread, NULL, mf_main, &t[i]), "thread");
 	}
 	/* Both units out: from then on each round evicts one and all threads fault it. */
-	{
-		const long n = zf_region_pageout(g.r, g.base, g.size);
-		const zf_region_stats s0 = rst(g.r);
-
-		CHECK(n == 2,
-		      "first pageout: %ld units evicted of 2 (resident_bytes %llu, reject %llu)", n,
-		      U(s0.resident_bytes), U(s0.reject));
-	}
+	PAGEOUT(&g, 0, 2, 2);
 	for (unsigned r = 0; r < rounds; r++) {
 		m.unit_idx = r % 2;
 		m.round = r;
-		if (r >= 2) {
-			const long n = zf_region_pageout(g.r, g.base + m.unit_idx * unit, unit);
-
-			CHECK(n == 1, "round %u: pageout of the unit the threads faulted: %ld", r,
-			      n);
-		}
+		if (r >= 2)
+			PAGEOUT(&g, m.unit_idx, m.unit_idx + 1,
+				1); /* the unit the threads faulted */
 		pthread_barrier_wait(&m.start);
 		pthread_barrier_wait(&m.done);
 	}
@@ -289,7 +295,10 @@ static void many_faulters_one(enum zf_fault_mode mode, uint32_t unit, int per_pa
 	pthread_barrier_wait(&m.start);
 	for (unsigned i = 0; i < MF_THREADS; i++)
 		pthread_join(t[i].thread, NULL);
-	st = settle(g.r);
+	/* One swap-in a round: wait until the last is counted (thread mode: after the wakeup). */
+	WAIT_UNTIL((st = rst(g.r)).pgmajfault >= rounds &&
+			   st.swpin >= (uint64_t)rounds * (per_page ? 1 : g.upages),
+		   WAIT_MS);
 	if (!per_page) {
 		CHECK(st.swpin_units[g.order] == rounds && st.swpin == (uint64_t)rounds * g.upages,
 		      "%u evictions, each faulted by 8 threads: swpin_units %llu swpin %llu (each "
