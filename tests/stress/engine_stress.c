@@ -415,6 +415,9 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(codec_names); i++) {
 		if (zf_codec_find(codec_names[i], &codecs[ncodecs]) == 0)
 			ncodecs++;
+		else
+			printf("engine_stress: codec %s is not in this build: runs without it\n",
+			       codec_names[i]);
 	}
 	if (ncodecs == 0)
 		fail("no codec");

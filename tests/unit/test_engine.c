@@ -62,6 +62,18 @@ static const zf_codec *codec_or_null(const char *name)
 	return zf_codec_find(name, &c) == 0 ? c : NULL;
 }
 
+/* The codec called name; without it in this build the test skips, and says why. */
+static const zf_codec *codec_or_skip(const char *name)
+{
+	const zf_codec *c = codec_or_null(name);
+
+	if (!c) {
+		print_message("codec %s is not in this build: skipped\n", name);
+		skip();
+	}
+	return c;
+}
+
 static zf_engines *new_engines(unsigned n)
 {
 	zf_engines *e = NULL;
@@ -173,33 +185,39 @@ static void check_stats(zf_engines *e, uint64_t batches, uint64_t jobs, uint64_t
 
 /* -------------------------------------------------------------------------------- */
 
+/* A test run once per codec (its name the test's state), named after it. */
+#define CODEC_TEST(fn, codec, seed)                                                                \
+	{                                                                                          \
+#fn " " codec, fn, NULL, NULL, (void *)&(const struct codec_case)                  \
+		{                                                                                  \
+			codec, seed                                                                \
+		}                                                                                  \
+	}
+
+struct codec_case {
+	const char *codec;
+	unsigned seed;
+};
+
 static void test_round_trip(void **state)
 {
 	static const unsigned engine_counts[] = { 0, 1, 2, 4 };
-	static const char *const codecs[] = { "lz4", "zstd:1" };
 	static const size_t units[] = { 4096, 65536, FOLIO };
+	const struct codec_case *cc = *state;
+	const zf_codec *codec = codec_or_skip(cc->codec);
 
-	(void)state;
-	for (size_t c = 0; c < ZF_ARRAY_SIZE(codecs); c++) {
-		const zf_codec *codec = codec_or_null(codecs[c]);
+	for (size_t n = 0; n < ZF_ARRAY_SIZE(engine_counts); n++) {
+		for (size_t u = 0; u < ZF_ARRAY_SIZE(units); u++) {
+			zf_engines *e = new_engines(engine_counts[n]);
+			zf_batch *b = new_batch(e, 0);
+			struct work w;
 
-		if (!codec) {
-			print_message("skipping %s: not in this build\n", codecs[c]);
-			continue;
-		}
-		for (size_t n = 0; n < ZF_ARRAY_SIZE(engine_counts); n++) {
-			for (size_t u = 0; u < ZF_ARRAY_SIZE(units); u++) {
-				zf_engines *e = new_engines(engine_counts[n]);
-				zf_batch *b = new_batch(e, 0);
-				struct work w;
-
-				work_init(&w, codec, FOLIO, units[u], 1000 * c + 10 * n + u);
-				work_round_trip(b, &w);
-				check_stats(e, 2, 2 * w.units, 0);
-				zf_batch_destroy(b);
-				zf_engines_destroy(e);
-				work_free(&w);
-			}
+			work_init(&w, codec, FOLIO, units[u], cc->seed + 10 * n + u);
+			work_round_trip(b, &w);
+			check_stats(e, 2, 2 * w.units, 0);
+			zf_batch_destroy(b);
+			zf_engines_destroy(e);
+			work_free(&w);
 		}
 	}
 }
@@ -277,17 +295,11 @@ static void job_status_case(unsigned nengines, const zf_codec *codec)
 
 static void test_job_status(void **state)
 {
-	static const char *const codecs[] = { "lz4", "zstd:1" };
+	const struct codec_case *cc = *state;
+	const zf_codec *codec = codec_or_skip(cc->codec);
 
-	(void)state;
-	for (size_t c = 0; c < ZF_ARRAY_SIZE(codecs); c++) {
-		const zf_codec *codec = codec_or_null(codecs[c]);
-
-		if (!codec)
-			continue;
-		job_status_case(0, codec);
-		job_status_case(2, codec);
-	}
+	job_status_case(0, codec);
+	job_status_case(2, codec);
 }
 
 static void test_bad_arguments(void **state)
@@ -412,13 +424,11 @@ static void log_completion(zf_job *job)
  */
 static void test_completion(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 	static struct completion_log log;
 	struct work w;
 
 	(void)state;
-	if (!codec)
-		skip();
 	work_init(&w, codec, FOLIO, 4096, 31);
 	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
 		for (unsigned flags = 0; flags <= ZF_BATCH_NO_HELP; flags += ZF_BATCH_NO_HELP) {
@@ -533,10 +543,8 @@ static void engine_dst_case(const zf_codec *codec, unsigned n_engines, size_t un
 /* Runs a ZF_JOB_ENGINE_DST case with lz4 on 0 and 2 engines, 4 KiB and 64 KiB units. */
 static void each_engine_dst_case(void (*run)(const zf_codec *, unsigned, size_t))
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 
-	if (!codec)
-		skip();
 	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2)
 		for (size_t unit = 4096; unit <= 65536; unit *= 16)
 			run(codec, n_engines, unit);
@@ -623,15 +631,13 @@ static void test_engine_dst_flush(void **state)
 
 static void test_batch_reuse(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 	zf_engines *e;
 	zf_batch *b;
 	struct work w;
 	uint64_t batches = 0, jobs = 0;
 
 	(void)state;
-	if (!codec)
-		skip();
 	e = new_engines(2);
 	b = new_batch(e, 0);
 	for (unsigned round = 0; round < 60; round++) {
@@ -684,15 +690,13 @@ static void wait_budget_spent(zf_engines *e)
  */
 static void test_urgent_first(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 	zf_engines *e;
 	zf_batch *big, *urgent, *small;
 	struct work w, u;
 	zf_engines_stats s;
 
 	(void)state;
-	if (!codec)
-		skip();
 	e = new_engines(1);
 	big = new_batch(e, 0);
 	urgent = new_batch(e, ZF_BATCH_URGENT);
@@ -778,7 +782,7 @@ static void *urgent_thread(void *p)
  */
 static void test_urgent_from_thread(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 	struct urgent_arg a = { 0 };
 	zf_engines_stats s;
 	zf_engines *e;
@@ -787,8 +791,6 @@ static void test_urgent_from_thread(void **state)
 	pthread_t t;
 
 	(void)state;
-	if (!codec)
-		skip();
 	e = new_engines(1);
 	big = new_batch(e, 0);
 	b = new_batch(e, 0);
@@ -830,14 +832,12 @@ static void test_urgent_from_thread(void **state)
 /* Destroy with work queued (held) and with engines running: the waiters finish it. */
 static void test_destroy_with_work(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 	zf_engines *e;
 	zf_batch *b, *b2;
 	struct work w, w2;
 
 	(void)state;
-	if (!codec)
-		skip();
 	e = new_engines(2);
 	b = new_batch(e, 0);
 	b2 = new_batch(e, ZF_BATCH_URGENT);
@@ -881,12 +881,10 @@ static void test_destroy_with_work(void **state)
 
 static void test_create_destroy_cycles(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 	struct work w;
 
 	(void)state;
-	if (!codec)
-		skip();
 	work_init(&w, codec, 8 * 4096, 4096, 40);
 	for (unsigned i = 0; i < 200; i++) {
 		zf_engines *e = new_engines(i % 5);
@@ -941,14 +939,12 @@ static void test_context_reuse(void **state)
 {
 	static const char *const names[] = { "lz4",   "lz4:2", "lz4:3", "lz4:4", "zstd:1",
 					     "lz4:5", "lz4:6", "none",	"lz4:7", "lz4:8" };
-	const zf_codec *lz4 = codec_or_null("lz4");
+	const zf_codec *lz4 = codec_or_skip("lz4");
 	zf_engines *e;
 	zf_batch *b;
 	struct work w;
 
 	(void)state;
-	if (!lz4)
-		skip();
 	e = new_engines(2);
 	b = new_batch(e, 0);
 	for (unsigned i = 0; i < 16; i++) {
@@ -1041,14 +1037,12 @@ static void *producer_main(void *p)
 
 static void test_stats_many_producers(void **state)
 {
-	const zf_codec *codec = codec_or_null("lz4");
+	const zf_codec *codec = codec_or_skip("lz4");
 	struct producer pr[4];
 	uint64_t batches = 0, jobs = 0, failed = 0;
 	zf_engines *e;
 
 	(void)state;
-	if (!codec)
-		skip();
 	for (unsigned n = 0; n <= 2; n++) {
 		e = new_engines(n);
 		batches = jobs = failed = 0;
@@ -1072,8 +1066,10 @@ static void test_stats_many_producers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_job_status),
+		CODEC_TEST(test_round_trip, "lz4", 0),
+		CODEC_TEST(test_round_trip, "zstd:1", 1000),
+		CODEC_TEST(test_job_status, "lz4", 0),
+		CODEC_TEST(test_job_status, "zstd:1", 0),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_batch_reuse),
 		cmocka_unit_test(test_no_help_and_checksum),
