@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "backing/backing.h"
-#include "tinyfs.h"
+#include "../system/tinyfs.h"
 
 enum { PASS = 0, FAIL = 1, SKIP = 77 };
 
