@@ -63,19 +63,12 @@
 
 /*
  * Under TSan: the evictor reads a unit (zf_same_filled() on it, or a copy of a unit with
- * holes, or compresses it) after UFFDIO_WRITEPROTECT, and a program write that races waits in the kernel
- * for the write-protect fault to be served: the kernel orders the two, TSan cannot see
- * it and reports a race on region memory. Those two readers are suppressed, nothing
- * else. In SIGBUS mode the region's handler calls free() (see src/region/region_sigbus.c,
- * and the TSAN_OPTIONS of zf_add_test in tests/CMakeLists.txt).
+ * holes, or compresses it) after UFFDIO_WRITEPROTECT, and a program write that races
+ * waits in the kernel for the write-protect fault to be served: the kernel orders the
+ * two, TSan cannot see it and reports a race on region memory. Those two readers are
+ * suppressed, nothing else. In SIGBUS mode the region's handler calls free() (see
+ * src/region/region_sigbus.c, and the TSAN_OPTIONS of zf_add_test in tests/CMakeLists.txt).
  */
-#if defined(__SANITIZE_THREAD__)
-#define ZF_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZF_TSAN 1
-#endif
-#endif
 #ifdef ZF_TSAN
 const char *__tsan_default_suppressions(void);
 const char *__tsan_default_options(void);
@@ -161,13 +154,6 @@ static void on_alarm(int sig)
 	_exit(1);
 }
 
-static uint64_t mix(uint64_t a, uint64_t b, uint64_t c)
-{
-	uint64_t s = a * 0xd1b54a32d192ed03ull ^ b * 0x9e3779b97f4a7c15ull ^ c;
-
-	return stress_rand(&s);
-}
-
 static void sleep_us(unsigned us)
 {
 	struct timespec ts = { 0, (long)us * 1000 };
@@ -181,7 +167,7 @@ static void sleep_us(unsigned us)
  */
 static void gen_body(uint8_t *b, size_t p, uint32_t v)
 {
-	const uint64_t h = mix(p, v, seed);
+	const uint64_t h = stress_mix(p, v, seed);
 	uint64_t hdr[2];
 
 	if (v == 0) {
@@ -559,7 +545,7 @@ static int run_config(const struct config *c)
 		fail("pthread_create");
 	for (unsigned i = 0; i < nthreads; i++) {
 		w[i].id = i;
-		w[i].rng = mix(seed, i, 0x3c);
+		w[i].rng = stress_mix(seed, i, 0x3c);
 		if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]))
 			fail("pthread_create");
 	}
@@ -628,32 +614,6 @@ static int run_config(const struct config *c)
 	return 0;
 }
 
-/*
- * The sample image: ZF_TEST_DATA (the build defines it, or the environment), else data/
- * beside this source file's tests/stress/.
- */
-static int open_sample(zf_image **img)
-{
-	const char *env = getenv("ZF_TEST_DATA");
-	char path[4096];
-
-#ifdef ZF_TEST_DATA
-	if (!env)
-		env = ZF_TEST_DATA;
-#endif
-	if (env) {
-		snprintf(path, sizeof(path), "%s/sample.bin.zst", env);
-	} else {
-		const char *end = strstr(__FILE__, "tests/stress/");
-
-		if (!end)
-			return -ENOENT;
-		snprintf(path, sizeof(path), "%.*sdata/sample.bin.zst", (int)(end - __FILE__),
-			 __FILE__);
-	}
-	return zf_image_open(path, 0, img);
-}
-
 int main(int argc, char **argv)
 {
 	zf_image *img = NULL;
@@ -672,12 +632,8 @@ int main(int argc, char **argv)
 	printf("region_stress: seed %#llx, %u threads, %lu operations each, %u engines%s%s\n",
 	       U(seed), nthreads, iters, nengines, drops ? "" : ", no DONTNEED/remaps",
 	       SANITIZED ? " (sanitizer)" : "");
-	if (open_sample(&img) == 0) {
-		sample = zf_image_data(img);
-		sample_pages = zf_image_size(img) / PAGE;
-	} else {
+	if (stress_open_sample(&img, &sample, &sample_pages))
 		printf("region_stress: no sample image: text-like pages instead\n");
-	}
 	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]) && ret == 0; i++) {
 		const char *only = getenv("ZF_CONFIG");
 

@@ -115,13 +115,6 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 	abort();
 }
 
-static uint64_t mix(uint64_t a, uint64_t b, uint64_t c)
-{
-	uint64_t s = a * 0xd1b54a32d192ed03ull ^ b * 0x9e3779b97f4a7c15ull ^ c;
-
-	return stress_rand(&s);
-}
-
 static uint64_t page_sum(const uint8_t *p)
 {
 	uint64_t h = 0x84222325cbf29ce4ull;
@@ -142,7 +135,7 @@ static uint64_t page_sum(const uint8_t *p)
  */
 static void gen_page(uint8_t *p, uint32_t owner, uint64_t index, uint32_t version, int shared)
 {
-	const uint64_t h = mix(owner, index, version);
+	const uint64_t h = stress_mix(owner, index, version);
 	const unsigned kind = shared ? 2 + (unsigned)(h % 14) : (unsigned)(h % 16);
 	struct hdr hd = { MAGIC, owner, index, version, kind, 0 };
 
@@ -847,13 +840,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)seed, (unsigned long long)seed, nthreads, iters, nengines,
 	       U(pool_bytes >> 10));
 	fflush(stdout);
-#ifdef ZF_TEST_DATA
-	if (zf_image_open(ZF_TEST_DATA "/sample.bin.zst", 0, &img) == 0) {
-		sample = zf_image_data(img);
-		sample_pages = zf_image_size(img) / PAGE;
-	}
-#endif
-	if (!sample)
+	if (stress_open_sample(&img, &sample, &sample_pages))
 		printf("store_stress: no sample image: text-like pages instead\n");
 	snprintf(dir, sizeof(dir), "%s/zf-store-stress-XXXXXX",
 		 base && strlen(base) < 40 ? base : "/tmp");

@@ -124,13 +124,6 @@ const char *unit_name(uint32_t unit)
 /* Content                                                                            */
 /* ---------------------------------------------------------------------------------- */
 
-uint64_t mix3(uint64_t a, uint64_t b, uint64_t c)
-{
-	uint64_t s = a * 0xd1b54a32d192ed03ull ^ b * 0x9e3779b97f4a7c15ull ^ c;
-
-	return stress_rand(&s);
-}
-
 void fill_u64(uint8_t *p, size_t len, uint64_t v)
 {
 	for (size_t i = 0; i < len; i += 8)
@@ -140,7 +133,7 @@ void fill_u64(uint8_t *p, size_t len, uint64_t v)
 void gen_page(uint8_t *p, uint64_t page, uint32_t ver, unsigned upages)
 {
 	const uint64_t unit = page / upages;
-	const uint64_t h = mix3(page, ver, 0x7e57);
+	const uint64_t h = stress_mix(page, ver, 0x7e57);
 	uint64_t stamp[2];
 
 	if (ver == 0 || (ver == 1 && unit % 7 == 3)) {
@@ -148,7 +141,7 @@ void gen_page(uint8_t *p, uint64_t page, uint32_t ver, unsigned upages)
 		return;
 	}
 	if (unit % 7 == 5) {
-		fill_u64(p, PAGE, mix3(unit, ver, 1) | 1);
+		fill_u64(p, PAGE, stress_mix(unit, ver, 1) | 1);
 		return;
 	}
 	if (h % 8 == 1) {

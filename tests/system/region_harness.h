@@ -29,14 +29,6 @@ enum { PASS = 0, FAIL = 1, SKIP = 77 };
 #define OWNER 7u
 #define U(x) ((unsigned long long)(x))
 
-#if defined(__SANITIZE_THREAD__)
-#define ZF_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZF_TSAN 1
-#endif
-#endif
-
 /* TSan checks each suppressed race on region memory at full cost: less memory there. */
 #ifdef ZF_TSAN
 #define TSAN_DIV 4
@@ -112,7 +104,6 @@ const char *unit_name(uint32_t unit);
 /* Content                                                                            */
 /* ---------------------------------------------------------------------------------- */
 
-uint64_t mix3(uint64_t a, uint64_t b, uint64_t c);
 void fill_u64(uint8_t *p, size_t len, uint64_t v);
 /*
  * Page `page` of a region (units of upages pages) at version ver. Version 0 is the zero

@@ -21,6 +21,18 @@ static int basic_written(size_t u, size_t nunits)
 	return u % 8 != 6 && u != nunits - 1;
 }
 
+/* A system call on a page of evicted memory: the page in thread mode, EFAULT in SIGBUS mode. */
+static void expect_syscall(const struct rg *g, ssize_t n, const char *what)
+{
+	if (g->mode == ZF_FAULT_THREAD)
+		CHECK(n == PAGE, "thread mode: %s evicted memory gave %lld (%s)", what,
+		      (long long)n, n < 0 ? strerror(errno) : "short");
+	else
+		CHECK(n < 0 && errno == EFAULT,
+		      "SIGBUS mode: %s evicted memory gave %lld (%s), the header says EFAULT", what,
+		      (long long)n, n < 0 ? strerror(errno) : "bytes");
+}
+
 /*
  * read(2) and write(2) on evicted memory: they work in thread mode, EFAULT in SIGBUS mode.
  * Units 0 and 1, resident, are evicted and come back in (by the system call or by the
@@ -37,17 +49,11 @@ static void basic_syscalls(struct rg *g)
 	touch_read(g->base);
 	PAGEOUT(g, 0, 1, 1);
 	n = write(pfd[1], g->base, PAGE);
+	expect_syscall(g, n, "write(2) from");
 	if (g->mode == ZF_FAULT_THREAD) {
-		CHECK(n == PAGE, "thread mode: write(2) from evicted memory gave %lld (%s)",
-		      (long long)n, n < 0 ? strerror(errno) : "short");
 		CHECK(read(pfd[0], back, PAGE) == PAGE, "read back from the pipe");
 		CHECK(!memcmp(back, g->want, PAGE),
 		      "thread mode: write(2) from evicted memory sent other bytes than it holds");
-	} else {
-		CHECK(n < 0 && errno == EFAULT,
-		      "SIGBUS mode: write(2) from evicted memory gave %lld (%s), the header says "
-		      "EFAULT",
-		      (long long)n, n < 0 ? strerror(errno) : "bytes");
 	}
 	VERIFY_UNITS(g, 0, 1, "unit 0 after write(2) from it");
 
@@ -57,16 +63,9 @@ static void basic_syscalls(struct rg *g)
 	gen_page(buf, g->upages, 9, g->upages);
 	CHECK(write(pfd[1], buf, PAGE) == PAGE, "write to the pipe");
 	n = read(pfd[0], g->base + g->unit, PAGE);
-	if (g->mode == ZF_FAULT_THREAD) {
-		CHECK(n == PAGE, "thread mode: read(2) into evicted memory gave %lld (%s)",
-		      (long long)n, n < 0 ? strerror(errno) : "short");
+	expect_syscall(g, n, "read(2) into");
+	if (g->mode == ZF_FAULT_THREAD)
 		memcpy(g->want + g->unit, buf, PAGE);
-	} else {
-		CHECK(n < 0 && errno == EFAULT,
-		      "SIGBUS mode: read(2) into evicted memory gave %lld (%s), the header says "
-		      "EFAULT",
-		      (long long)n, n < 0 ? strerror(errno) : "bytes");
-	}
 	VERIFY_UNITS(g, 1, 2, "unit 1 after read(2) into it");
 	close(pfd[0]);
 	close(pfd[1]);

@@ -149,7 +149,7 @@ static int events_dontneed(const struct cfg *c)
 static void fill_foreign(uint8_t *p, size_t len, uint64_t seed)
 {
 	for (size_t i = 0; i < len; i += PAGE)
-		fill_u64(p + i, PAGE, mix3(seed, i, 77) | 1);
+		fill_u64(p + i, PAGE, stress_mix(seed, i, 77) | 1);
 }
 
 static void check_foreign(const uint8_t *p, size_t len, uint64_t seed, const char *what)
@@ -157,11 +157,35 @@ static void check_foreign(const uint8_t *p, size_t len, uint64_t seed, const cha
 	for (size_t i = 0; i < len; i += PAGE) {
 		uint64_t v;
 
-		if (!zf_same_filled(p + i, PAGE, &v) || v != (mix3(seed, i, 77) | 1))
+		if (!zf_same_filled(p + i, PAGE, &v) || v != (stress_mix(seed, i, 77) | 1))
 			FAILF("%s: the program's own mapping in the hole lost its data at +%llu "
 			      "(the region touched memory that is not its own any more)",
 			      what, U(i));
 	}
+}
+
+/* Memory of the program's own at p, in a hole of the region, filled from seed. */
+static uint8_t *map_foreign(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint8_t *m = mmap(p, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+	CHECK(m == p, "mmap in the hole: %s", strerror(errno));
+	fill_foreign(m, len, seed);
+	return m;
+}
+
+/* Destroys g's region: the program's own mapping p in a hole of it must stay as it was. */
+static void close_keeping_foreign(struct rg *g, uint8_t *p, size_t len, uint64_t seed)
+{
+	unsigned char vec[1];
+
+	rg_close(g);
+	CHECK(mincore(p, PAGE, vec) == 0,
+	      "zf_region_destroy() unmapped the program's own mapping in the hole (%s)",
+	      strerror(errno));
+	check_foreign(p, len, seed, "after zf_region_destroy()");
+	munmap(p, len);
 }
 
 static int events_munmap(const struct cfg *c)
@@ -170,7 +194,6 @@ static int events_munmap(const struct cfg *c)
 	const zf_region_options o = ropts(c->mode, c->unit);
 	zf_region_stats st;
 	uint8_t *hole, *foreign;
-	unsigned char vec[1];
 	size_t flen;
 	struct rg g;
 	long e;
@@ -203,10 +226,7 @@ static int events_munmap(const struct cfg *c)
 
 	/* The program maps memory of its own in the hole: the region must leave it alone. */
 	flen = 2 * q * g.unit;
-	foreign = mmap(hole, flen, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	CHECK(foreign == hole, "mmap in the hole: %s", strerror(errno));
-	fill_foreign(foreign, flen, 5);
+	foreign = map_foreign(hole, flen, 5);
 	e = zf_region_pageout(g.r, g.base, g.size);
 	CHECK(e == (long)(2 * q) || e == -EINVAL || e == -ENOMEM,
 	      "pageout over the program's mapping: %ld, want the %llu units around it", e,
@@ -245,12 +265,7 @@ static int events_munmap(const struct cfg *c)
 	CHECK(st.fault_fail == 0, "fault_fail %llu", U(st.fault_fail));
 
 	/* Destroy: the region's pages leave the store, the program's mapping stays. */
-	rg_close(&g);
-	CHECK(mincore(foreign, PAGE, vec) == 0,
-	      "zf_region_destroy() unmapped the program's own mapping in the hole (%s)",
-	      strerror(errno));
-	check_foreign(foreign, flen, 5, "after zf_region_destroy()");
-	munmap(foreign, flen);
+	close_keeping_foreign(&g, foreign, flen, 5);
 	return PASS;
 }
 
@@ -364,7 +379,6 @@ static int events_race(const struct cfg *c)
 	pthread_t a, r;
 	zf_region_stats st;
 	struct ev_race er;
-	unsigned char vec[1];
 	struct rg g;
 
 	CHECK(ver, "out of memory");
@@ -410,10 +424,7 @@ static int events_race(const struct cfg *c)
 			uint8_t *p = g.base + (n - 2) * g.unit;
 
 			CHECK(munmap(p, 2 * g.unit) == 0, "munmap: %s", strerror(errno));
-			tail = mmap(p, 2 * g.unit, PROT_READ | PROT_WRITE,
-				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-			CHECK(tail == p, "mmap in the hole: %s", strerror(errno));
-			fill_foreign(tail, 2 * g.unit, 9);
+			tail = map_foreign(p, 2 * g.unit, 9);
 		}
 	}
 	atomic_store(&er.stop, 1);
@@ -433,16 +444,7 @@ static int events_race(const struct cfg *c)
 	       mode_name(c->mode), unit_name(c->unit), U(ops), U(drops),
 	       U(atomic_load(&er.evicted)), U(atomic_load(&er.reads)), U(st.copy_eagain),
 	       U(st.evict_torn));
-	{
-		const size_t tlen = 2 * g.unit;
-
-		rg_close(&g);
-		CHECK(mincore(tail, PAGE, vec) == 0,
-		      "zf_region_destroy() unmapped the program's own mapping (%s)",
-		      strerror(errno));
-		check_foreign(tail, tlen, 9, "after zf_region_destroy()");
-		munmap(tail, tlen);
-	}
+	close_keeping_foreign(&g, tail, 2 * g.unit, 9);
 	free(ver);
 	return PASS;
 }

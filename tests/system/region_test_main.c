@@ -103,13 +103,7 @@ int main(int argc, char **argv)
 	int ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-#ifdef ZF_TEST_DATA
-	if (zf_image_open(ZF_TEST_DATA "/sample.bin.zst", 0, &img) == 0) {
-		sample = zf_image_data(img);
-		sample_pages = zf_image_size(img) / PAGE;
-	}
-#endif
-	if (!sample)
+	if (stress_open_sample(&img, &sample, &sample_pages))
 		printf("region_test: no sample image: text-like pages instead\n");
 	if (argc > 1 && strcmp(argv[1], "all")) {
 		for (size_t i = 0; i < NCASES; i++)

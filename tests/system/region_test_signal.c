@@ -96,6 +96,18 @@ static void *s_storm_main(void *arg)
 }
 
 /*
+ * Unit u of sg out of memory, for a handler to read: this pageout evicts it, or reclaim
+ * did before (the region is at its limit).
+ */
+static void evict_unit(size_t u)
+{
+	const long e = zf_region_pageout(sg.r, sg.base + u * sg.unit, sg.unit);
+
+	CHECK((e == 0 || e == 1) && unit_absent(&sg, u), "pageout: %ld, unit %llu still in memory",
+	      e, U(u));
+}
+
+/*
  * variant 0: faults in SIGUSR1 handlers (raised in the thread; and sent to the process,
  * which only a helper thread of ours may take: a zfolio thread that does not block async
  * signals takes it, or hangs on a fault it should serve itself); 1: a storm of SIGUSR2
@@ -128,15 +140,8 @@ static int signal_child(const struct cfg *c)
 		CHECK(sem_init(&s_handled, 0, 0) == 0 && sem_init(&s_helper_ready, 0, 0) == 0 &&
 			      sem_init(&s_helper_quit, 0, 0) == 0,
 		      "sem_init: %s", strerror(errno));
-		/*
-		 * Each unit evicted before its handler reads it: by this pageout, or before it
-		 * by reclaim (the region is at its limit).
-		 */
 		for (size_t u = 0; u < n; u += 2) {
-			e = zf_region_pageout(sg.r, sg.base + u * sg.unit, sg.unit);
-			CHECK((e == 0 || e == 1) &&
-				      present_pages(sg.base + u * sg.unit, sg.unit) == 0,
-			      "pageout: %ld, unit %llu still in memory", e, U(u));
+			evict_unit(u);
 			s_unit = (int)u;
 			s_result = 0;
 			raise(SIGUSR1);
@@ -152,10 +157,7 @@ static int signal_child(const struct cfg *c)
 		sigaddset(&set, SIGUSR1);
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
 		for (size_t u = 1; u < n; u += 2) {
-			e = zf_region_pageout(sg.r, sg.base + u * sg.unit, sg.unit);
-			CHECK((e == 0 || e == 1) &&
-				      present_pages(sg.base + u * sg.unit, sg.unit) == 0,
-			      "pageout: %ld, unit %llu still in memory", e, U(u));
+			evict_unit(u);
 			s_unit = (int)u;
 			s_tid = 0;
 			kill(getpid(), SIGUSR1);

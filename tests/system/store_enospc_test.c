@@ -90,6 +90,19 @@ static zf_store_stats stats_of(zf_store *s)
 	return st;
 }
 
+/* Destroys *s: the store must give the filesystem back every byte it took. */
+static int destroy_gives_back(zf_store **s, uint64_t free_before)
+{
+	int ret = PASS;
+
+	zf_store_destroy(*s);
+	*s = NULL;
+	CHECK(tinyfs_free_bytes() == free_before, "destroy gave back %llu of %llu bytes",
+	      U(tinyfs_free_bytes()), U(free_before));
+out:
+	return ret;
+}
+
 /* Test 1: explicit writeback until the filesystem is full. */
 static int run_writeback(void)
 {
@@ -202,11 +215,7 @@ static int run_writeback(void)
 	CHECK(st.stored_pages == 0 && st.written_back_pages == 0 && st.compr_data_size == 0,
 	      "after invalidating all: stored %llu, written back %llu, compr %llu",
 	      U(st.stored_pages), U(st.written_back_pages), U(st.compr_data_size));
-	zf_store_destroy(s);
-	s = NULL;
-	CHECK(tinyfs_free_bytes() == free_before, "destroy gave back %llu of %llu bytes",
-	      U(tinyfs_free_bytes()), U(free_before));
-	ret = PASS;
+	ret = destroy_gives_back(&s, free_before);
 out:
 	zf_store_destroy(s);
 	return ret;
@@ -274,14 +283,9 @@ static int run_policy(void)
 	}
 	st = stats_of(s);
 	CHECK(st.decompress_fail == 0 && st.bd_read_errors == 0,
-	      "decompress_fail %llu, read "
-	      "errors %llu",
-	      U(st.decompress_fail), U(st.bd_read_errors));
-	zf_store_destroy(s);
-	s = NULL;
-	CHECK(tinyfs_free_bytes() == free_before, "destroy gave back %llu of %llu bytes",
-	      U(tinyfs_free_bytes()), U(free_before));
-	ret = PASS;
+	      "decompress_fail %llu, read errors %llu", U(st.decompress_fail),
+	      U(st.bd_read_errors));
+	ret = destroy_gives_back(&s, free_before);
 out:
 	zf_store_destroy(s);
 	return ret;
