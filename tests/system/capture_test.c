@@ -39,6 +39,7 @@
 
 #include "zfolio.h"
 #include "image.h"
+#include "../stress/stress.h" /* SANITIZED, stress_rand() */
 
 #define PS 4096u
 #define NPAT 1024u
@@ -72,12 +73,10 @@ static void fail(const char *fmt, ...)
 	failures++;
 }
 
+/* splitmix64 of x: stress_rand() of a sequence at x. */
 static uint64_t splitmix64(uint64_t x)
 {
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return stress_rand(&x);
 }
 
 static void fill_pattern(uint64_t *p, unsigned i)
@@ -611,8 +610,14 @@ int main(int argc, char **argv)
 	 * write() and there it still runs, and its stack changes (a loaded machine caught it
 	 * so: 1 run in 15 saw the .zst image differ from the raw one near the end, the stack).
 	 */
-	for (int tries = 0; proc_state(target) != 'S' && tries < 5000; tries++)
+	for (int tries = 0; proc_state(target) != 'S'; tries++) {
+		if (tries == 5000 * (SANITIZED ? 4 : 1)) {
+			fail("the target child did not go to sleep in pause() within %d ms", tries);
+			ret = FAIL;
+			goto out;
+		}
 		usleep(1000);
+	}
 	if (!can_read_child(addr)) {
 		ret = SKIP;
 		goto out;
