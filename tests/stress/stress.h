@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "zfolio.h"
+#include "image.h" /* the sample image (tools/zfolio) */
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
