@@ -11,6 +11,11 @@
  * "zfolio: ", and a warning nowhere; with a sink, the sink gets both and stderr nothing;
  * zf_set_log_fn(NULL) restores the default.
  *
+ * Options and stats structs (options.c): a struct of a size the options had in a
+ * release is taken, with defaults for the fields it lacks; any other smaller size is
+ * refused, never read in part; a larger one is taken while its unknown tail is zero
+ * (-E2BIG once it is not); stats go out in the caller's size, zero-filled past ours.
+ *
  * malloc is wrapped (-Wl,--wrap=malloc) so that a test can make the library's fail.
  */
 #include <errno.h>
@@ -31,6 +36,7 @@
 
 #include "zfolio.h"
 #include "../../src/common/common.h"
+#include "../../src/common/options.h"
 
 #define NTHREADS 300 /* more than the fixed table of 256 that internal.c had */
 
@@ -235,6 +241,71 @@ static void sink(enum zf_log_level level, const char *msg, void *arg)
 	l->n++;
 }
 
+/* An options struct that grew: v1 had a and b, v2 (this library's) added c. */
+struct opts_v2 {
+	size_t struct_size;
+	uint32_t a, b;
+	uint64_t c;
+};
+static const size_t opts_sizes[] = { offsetof(struct opts_v2, c), sizeof(struct opts_v2) };
+
+static int load(struct opts_v2 *dst, const void *src)
+{
+	*dst = (struct opts_v2){ .struct_size = sizeof(*dst), .a = 1, .b = 2, .c = 3 };
+	return options_load(dst, sizeof(*dst), src, opts_sizes, 2);
+}
+
+static void test_options_sizes(void **state)
+{
+	struct {
+		struct opts_v2 o;
+		uint64_t newer;
+	} big = { .o = { sizeof(big), 7, 8, 9 }, .newer = 0 };
+	struct opts_v2 o, in = { sizeof(in), 4, 5, 6 };
+
+	(void)state;
+	assert_int_equal(load(&o, NULL), 0); /* defaults */
+	assert_true(o.a == 1 && o.b == 2 && o.c == 3 && o.struct_size == sizeof(o));
+	assert_int_equal(load(&o, &in), 0);
+	assert_true(o.a == 4 && o.b == 5 && o.c == 6);
+	/* A v1 caller: c keeps its default. */
+	in.struct_size = offsetof(struct opts_v2, c);
+	assert_int_equal(load(&o, &in), 0);
+	assert_true(o.a == 4 && o.b == 5 && o.c == 3 && o.struct_size == sizeof(o));
+	/* Sizes the struct never had: nothing taken. */
+	for (size_t bad = 0; bad < sizeof(in); bad++) {
+		if (bad == offsetof(struct opts_v2, c))
+			continue;
+		in.struct_size = bad;
+		assert_int_equal(load(&o, &in), -EINVAL);
+		assert_true(o.a == 1 && o.b == 2 && o.c == 3);
+	}
+	/* A v3 caller whose new option is left alone, then set. */
+	assert_int_equal(load(&o, &big), 0);
+	assert_true(o.a == 7 && o.b == 8 && o.c == 9 && o.struct_size == sizeof(o));
+	big.newer = 1;
+	assert_int_equal(load(&o, &big), -E2BIG);
+	/* A garbage size is refused before anything past the struct is read. */
+	in.struct_size = SIZE_MAX;
+	assert_int_equal(load(&o, &in), -EINVAL);
+	in.struct_size = 4097;
+	assert_int_equal(load(&o, &in), -EINVAL);
+}
+
+static void test_stats_copy_out(void **state)
+{
+	const uint64_t ours[3] = { 1, 2, 3 };
+	uint64_t theirs[4] = { 9, 9, 9, 9 };
+
+	(void)state;
+	assert_int_equal(struct_copy_out(theirs, 2 * sizeof(uint64_t), ours, sizeof(ours)), 0);
+	assert_true(theirs[0] == 1 && theirs[1] == 2 && theirs[2] == 9); /* an older caller */
+	assert_int_equal(struct_copy_out(theirs, sizeof(theirs), ours, sizeof(ours)), 0);
+	assert_true(theirs[2] == 3 && theirs[3] == 0); /* a newer one */
+	assert_int_equal(struct_copy_out(theirs, 0, ours, sizeof(ours)), -EINVAL);
+	assert_int_equal(struct_copy_out(NULL, sizeof(theirs), ours, sizeof(ours)), -EINVAL);
+}
+
 static void test_log_default_stderr(void **state)
 {
 	(void)state;
@@ -266,6 +337,8 @@ int main(void)
 		cmocka_unit_test(test_enter_leave),
 		cmocka_unit_test(test_many_registered_threads),
 		cmocka_unit_test(test_many_entered_threads),
+		cmocka_unit_test(test_options_sizes),
+		cmocka_unit_test(test_stats_copy_out),
 		cmocka_unit_test(test_log_default_stderr),
 		cmocka_unit_test(test_log_sink),
 	};
