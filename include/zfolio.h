@@ -1,17 +1,40 @@
 /*
  * zfolio.h - the public interface of libzfolio, a compressed memory tier in user space.
  *
- * This is the only header a program needs. Everything in it is stable; what is not
- * (none yet) will sit behind ZF_ADVANCED, the way zstd keeps its experimental API
- * behind ZSTD_STATIC_LINKING_ONLY.
+ * This is the only header a program needs. It has two parts, as zstd's zstd.h has:
+ *  - the stable API (versions, errors, logging, codecs, the store, regions), which keeps
+ *    its names, signatures and struct layouts from release to release; structs only
+ *    grow at their end (see below);
+ *  - the experimental API at the end of the file, behind ZF_ADVANCED (the allocator,
+ *    the compression engines, pool pins, the two-step put), which may change in any
+ *    release: define ZF_ADVANCED before the #include to use it.
  *
  * Conventions, for every function below:
- *  - functions that can fail return an int: 0 or a positive count on success, -errno on
- *    failure (liburing style); zf_strerror() turns the code into text;
- *  - objects are opaque, made by a create (or open) function and released by a destroy
- *    (or close) function; destroy(NULL) does nothing;
- *  - the library never prints, exits or aborts on bad input; zf_set_log_fn() receives
- *    the few diagnostics it has.
+ *  - functions that can fail return 0 or a count (int, or long for counts of units and
+ *    pages) on success and a negative errno on failure (liburing's way); zf_strerror()
+ *    turns a code into text. The codes and what they mean everywhere:
+ *      -EINVAL   a bad argument (each function says which);
+ *      -ENOMEM   memory (or address space) could not be had; nothing changed;
+ *      -ENOSPC   the store's pool is full, or the backing file is;
+ *      -E2BIG    data did not compress below the limit; also: an options struct larger
+ *                than this library's with options it does not know set;
+ *      -EBADMSG  corrupt data: a checksum mismatch or a stream that does not decode;
+ *      -ENOENT   no such entry (or, from zf_codec_find, no such algorithm);
+ *      -ENOTSUP  a codec or kernel feature this build or kernel lacks;
+ *      -EIO      the backing file could not be read or written;
+ *      -EBUSY    a resource is in use or a fixed table is full (each function says);
+ *      others    passed on from the system call that failed (-EPERM, -ENOSYS, ...);
+ *  - objects are opaque, made by a create function and released by a destroy
+ *    function; destroy(NULL) does nothing;
+ *  - an options struct begins with struct_size, which its *_options_init() sets: a
+ *    program built with an older header passes a smaller struct and gets the defaults
+ *    for the fields it does not know; a size that was never the struct's is -EINVAL;
+ *  - stats are copied out by a getter that takes the caller's sizeof (statx's way), so
+ *    that counters added at the end break no program built before them;
+ *  - the library never prints, exits or aborts on bad input: its diagnostics go to the
+ *    log function (zf_set_log_fn). A region that cannot serve a fault fails closed
+ *    (see zf_region_create): it logs why, then the faulting thread gets SIGBUS, or the
+ *    process aborts; it never hands the program a page of zeros in place of its data.
  */
 #ifndef ZFOLIO_H
 #define ZFOLIO_H
@@ -151,6 +174,413 @@ ZF_API int zf_codec_decompress(zf_codec_ctx *ctx, const void *src, size_t src_le
 			       size_t dst_len);
 
 /* ---------------------------------------------------------------------------------- */
+/* Store: zfolio's zswap                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A zf_store keeps memory that was paged out: it maps a key (an owner id, and the index
+ * of a 4 KiB page in the owner's memory) to a stored unit: a compressed object in a
+ * zf_pool, a same-filled value (no pool memory), or, once written back, slots of a
+ * backing file. It is what a region swaps to, and where the large-folio question is
+ * answered: a folio is stored either page by page (split mode, as Linux zswap does) or
+ * as units of a fixed size compressed whole (unit mode, zsmalloc/zram multi-page).
+ *
+ * Keys and units. A put stores a folio of len bytes (a power of two, 4 KiB to 2 MiB) at
+ * page index (a multiple of len / 4 KiB). It is cut into units of min(len, unit) bytes
+ * (unit: 4 KiB in split mode), each one entry keyed by its first page. A put over keys
+ * that are stored already replaces them. A folio is stored whole or not at all.
+ *
+ * Thread safety: a zf_store is safe from any thread. A get decompresses in the calling
+ * thread (a wakeup costs more than decompressing a 64 KiB unit); puts compress on the
+ * store's engines when it has any, the calling thread helping.
+ */
+typedef struct zf_store zf_store;
+
+/* The most compression engines (threads) a store, or a zf_engines, can have. */
+#define ZF_ENGINES_MAX 64
+
+enum zf_store_when_full {
+	ZF_STORE_REJECT =
+		0, /* refuse puts (-ENOSPC) until the pool is under the accept threshold */
+	ZF_STORE_WRITEBACK = 1, /* write the oldest entries back to the backing file first */
+};
+
+typedef struct zf_store_options {
+	size_t struct_size; /* sizeof(zf_store_options), set by zf_store_options_init() */
+	const char *codec; /* a codec name (zf_codec_find); default "lz4" */
+	/* 0: split mode; else unit mode with this unit, a power of two 8 KiB..2 MiB. */
+	uint32_t unit;
+	unsigned engines; /* compression engines (threads), 0..ZF_ENGINES_MAX; default 0 */
+	/*
+	 * Pool limit, zswap's max_pool_percent as bytes: when the pool's pages reach it,
+	 * pool_limit_hit counts and the store is full until the pool is back under
+	 * accept_threshold_pct of it (zswap's accept_threshold_percent, default 90).
+	 * 0: no limit (the default).
+	 */
+	uint64_t max_pool_bytes;
+	unsigned accept_threshold_pct;
+	enum zf_store_when_full when_full;
+	/*
+	 * A unit that compresses to incompressible_pct % of its size or more is
+	 * incompressible (default 100: it did not get smaller). It is stored raw (counted
+	 * in stored_incompressible_pages), or, with reject_incompressible, the put fails
+	 * with -E2BIG (reject_compress_poor).
+	 */
+	unsigned incompressible_pct;
+	int reject_incompressible;
+	int verify; /* decompress and compare every unit after compressing it (IAA's verify_compress) */
+	/*
+	 * The backing file for writeback: a directory (an unnamed file in it, the
+	 * recommended form) or a file path; NULL: no backing tier. backing_bytes: its size
+	 * limit (default 1 GiB).
+	 */
+	const char *backing_path;
+	uint64_t backing_bytes;
+	/*
+	 * Bytes of emptied pool pages kept for reuse instead of given back (the pool's
+	 * warm_pages_max; default 2 MiB): a store that empties and refills (pageout, then
+	 * swap-in, again and again) avoids a page fault per pool page. They count in
+	 * pool_total_size; zf_store_compact() gives them back.
+	 */
+	uint64_t pool_warm_bytes;
+} zf_store_options;
+
+ZF_API void zf_store_options_init(zf_store_options *options);
+/*
+ * Makes a store (options NULL = defaults). Returns 0, or -EINVAL (a bad option, or a
+ * struct_size that was never the options' size), -E2BIG (options from a newer header
+ * with options this library does not know set), -ENOENT/-ENOTSUP (codec), -ENOMEM, or
+ * the error of opening the backing file.
+ */
+ZF_API int zf_store_create(const zf_store_options *options, zf_store **store);
+ZF_API void zf_store_destroy(zf_store *store);
+
+/*
+ * Stores the folio of len bytes at folio, for pages index .. index + len / 4 KiB - 1 of
+ * owner. Returns 0, or (nothing stored, the keys keep what they had):
+ *   -EINVAL  len not a power of two in 4 KiB..2 MiB, index not a multiple of its pages;
+ *   -ENOSPC  the pool is full (reject policy, or writeback could not make room);
+ *   -E2BIG   a unit did not compress and reject_incompressible is set;
+ *   -EIO     verify found a unit that did not decompress to itself;
+ *   -ENOMEM  the pool or the store could not allocate (reject_alloc_fail).
+ */
+ZF_API int zf_store_put(zf_store *store, uint32_t owner, uint64_t index, const void *folio,
+			size_t len);
+
+/*
+ * Reads back len bytes at page index of owner into dst: a whole unit (len its size,
+ * index its first page: decompressed once), or one page of it (len 4096: a multi-page
+ * unit is decompressed whole into a scratch buffer and the page copied out, counted in
+ * partial_loads). The entry stays; zf_store_invalidate() drops it. Returns 0, or:
+ *   -ENOENT  no unit of that size holds the page (see zf_store_unit_size);
+ *   -EINVAL  len neither 4096 nor the unit's size, or index not its first page;
+ *   -EBADMSG the stored bytes fail their checksum or do not decompress (decompress_fail;
+ *            what dst then holds is unspecified);
+ *   -EIO     reading the backing file failed (the entry stays, for a retry).
+ */
+ZF_API int zf_store_get(zf_store *store, uint32_t owner, uint64_t index, void *dst, size_t len);
+
+/*
+ * Reads back the folio of len bytes (a power of two, 4 KiB..2 MiB) at page index of
+ * owner (index a multiple of its pages) into dst: every unit stored in it, each
+ * decompressed once, in place, as zswap loads a large folio (in split mode, each of its
+ * pages). The units may be of any sizes, each lying whole in the folio. It takes the
+ * table's lock once per 64 units and the counters' lock once, where a zf_store_get() per
+ * unit takes both for each. Counted as those gets would be (zswpin, swpin_units), when
+ * the whole folio came back; a failed one counts only its failure and the backing reads
+ * it made (decompress_fail, bd_reads, bd_read_errors). Returns 0, or:
+ *   -ENOENT  a page of the folio is not stored;
+ *   -EINVAL  len or index not as above, or a unit reaches outside the folio;
+ *   -EBADMSG, -EIO  as zf_store_get() (a unit fails; what dst holds is unspecified).
+ */
+ZF_API int zf_store_get_folio(zf_store *store, uint32_t owner, uint64_t index, void *dst,
+			      size_t len);
+
+/* The size of the unit that holds page index of owner, and its first page in *first
+ * (if not NULL); -ENOENT if none does. */
+ZF_API long zf_store_unit_size(zf_store *store, uint32_t owner, uint64_t index, uint64_t *first);
+
+/*
+ * Drops every unit that holds a page of index .. index + pages - 1 (whole units: the
+ * other pages of a multi-page unit go too). Returns the number of units dropped.
+ */
+ZF_API long zf_store_invalidate(zf_store *store, uint32_t owner, uint64_t index, uint64_t pages);
+
+/*
+ * Writes back the oldest stored units until at least bytes of compressed data have left
+ * the pool. Returns the pages written back (>= 0, 0 when nothing is left to write), or
+ * -ENODEV (no backing file). An I/O error or a full backing file stops it early and
+ * leaves every unit it could not write where it was (counted in bd_write_errors); when
+ * not one unit could be written, it returns that error (-EIO, -ENOSPC, -ENOMEM).
+ */
+ZF_API long zf_store_writeback(zf_store *store, uint64_t bytes);
+
+/*
+ * Compacts the store's pool: the store never compacts on its own except when the pool
+ * is full. Returns the pages given back, or -EINVAL (store NULL).
+ */
+ZF_API long zf_store_compact(zf_store *store);
+
+/* Unit sizes, for the per-size counters: 4 KiB << order, order 0..9. */
+#define ZF_STORE_ORDERS 10
+
+/* The counters, named as the kernel names them. "pages" are 4 KiB pages. */
+typedef struct zf_store_stats {
+	uint64_t zswpout; /* pages stored */
+	uint64_t zswpin; /* pages read back (a partial load: one page) */
+	uint64_t stored_pages; /* pages held now, in any form */
+	uint64_t same_filled_pages; /* of which same-filled (no pool memory) */
+	uint64_t stored_incompressible_pages; /* of which raw in the pool */
+	uint64_t written_back_pages; /* of which in the backing file */
+	uint64_t written_back_total; /* pages ever written back */
+	uint64_t orig_data_size; /* bytes held now, uncompressed */
+	uint64_t compr_data_size; /* their stored bytes (pool and backing file) */
+	uint64_t pool_total_size; /* bytes of the pool's pages (= mem_used_total) */
+	uint64_t mem_used_total, mem_used_max, pages_compacted; /* the pool's */
+	uint64_t warm_pages; /* of the pool's pages, those kept for reuse (zf_pool_stats) */
+	uint64_t reject_compress_poor; /* units refused as incompressible */
+	uint64_t reject_compress_fail; /* units whose compression failed or did not verify */
+	uint64_t reject_alloc_fail; /* puts refused for lack of memory */
+	uint64_t reject_pool_full; /* puts refused because the pool was full */
+	uint64_t pool_limit_hit; /* times the pool reached max_pool_bytes */
+	uint64_t decompress_fail; /* gets that found a bad checksum or did not decompress */
+	uint64_t partial_loads; /* gets of one page out of a multi-page unit */
+	uint64_t invalidates; /* units dropped */
+	uint64_t bd_reads, bd_writes; /* backing file: units read back, written */
+	uint64_t bd_read_errors, bd_write_errors;
+	uint64_t zswpout_units[ZF_STORE_ORDERS]; /* units stored, by size */
+	uint64_t swpin_units[ZF_STORE_ORDERS]; /* whole units read back, by size */
+	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* partial loads, by the unit's size */
+} zf_store_stats;
+
+/*
+ * Copies the first size bytes of the counters (pass sizeof(*stats)) into *stats: a
+ * consistent snapshot, every counter a put or get changes moves together. A larger
+ * struct, from a newer header, gets zeros past what this library knows. Returns 0, or
+ * -EINVAL (store or stats NULL, size 0).
+ */
+ZF_API int zf_store_get_stats(zf_store *store, zf_store_stats *stats, size_t size);
+
+/*
+ * The counters as text, one "name value" line each, like /proc/vmstat (per-size ones as
+ * zswpout_64k, swpin_64k, swpin_fallback_64k, for the sizes seen). Writes at most cap
+ * bytes (NUL-terminated when cap > 0); returns the length the whole text needs, like
+ * snprintf.
+ */
+ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
+
+/* ---------------------------------------------------------------------------------- */
+/* Region: transparent compressed swap of a program's memory (userfaultfd)             */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * A zf_region is anonymous memory that the program uses through ordinary pointers and
+ * that zfolio pages out to a zf_store and back in, unit by unit, through userfaultfd: an
+ * evicted unit comes back whole on the first touch of any of its pages. Units leave on
+ * zf_region_pageout() (madvise(MADV_PAGEOUT)'s analog) or when the resident bytes pass
+ * the residency limit (a reclaim thread, second-chance clock over units).
+ *
+ * Memory the program never wrote reads as zeros, as anonymous memory does; a
+ * madvise(MADV_DONTNEED) inside the region drops what zfolio kept for those pages, and
+ * munmap() of part of the region drops that part. A region is not inherited by a
+ * child after fork() (MADV_DONTFORK: the child faults with SIGSEGV if it touches it);
+ * see zf_region_options.fault_mode for what the fast mode costs.
+ *
+ * Needs userfaultfd: root, or /dev/userfaultfd access, or vm.unprivileged_userfaultfd;
+ * zf_region_create() returns -EPERM or -ENOSYS when the kernel refuses it.
+ */
+typedef struct zf_region zf_region;
+
+enum zf_fault_mode {
+	/*
+	 * The default. Fault-service threads read the userfaultfd and serve each fault:
+	 * transparent (system calls that read or write evicted memory work), at the cost
+	 * of a cross-thread wakeup per fault. (Where the kernel grants userfaultfd only
+	 * with UFFD_USER_MODE_ONLY - unprivileged, without /dev/userfaultfd access - system
+	 * calls into evicted memory fail with EFAULT in this mode too.)
+	 */
+	ZF_FAULT_THREAD = 0,
+	/*
+	 * UFFD_FEATURE_SIGBUS: the faulting thread serves its own fault in a SIGBUS handler
+	 * that zfolio installs (chaining to the program's handler for addresses outside
+	 * every region). No cross-thread wakeup per fault, so faults are served sooner
+	 * (bench/results/region.md). At most 64 SIGBUS-mode regions exist at once in a
+	 * process. Not the default, for what it costs: a system call that touches evicted memory
+	 * from the kernel (read(2) into it, O_DIRECT, /proc/PID/mem) fails with EFAULT
+	 * instead of faulting it in; the program must not block SIGBUS in threads that
+	 * touch the region, nor replace zfolio's handler while a region exists.
+	 */
+	ZF_FAULT_SIGBUS = 1,
+};
+
+enum zf_swapin_mode {
+	ZF_SWAPIN_WHOLE = 0, /* a fault brings the whole unit in (decompressed once) */
+	/*
+	 * A fault brings in only its 4 KiB page, decompressing the unit for each page, as
+	 * the kernel does when it cannot swap a large folio in: for comparison.
+	 */
+	ZF_SWAPIN_PER_PAGE = 1,
+};
+
+typedef struct zf_region_options {
+	size_t struct_size; /* sizeof(zf_region_options), set by zf_region_options_init() */
+	uint32_t unit; /* bytes, a power of two 4 KiB..2 MiB; default 64 KiB */
+	/* For the region's own store (when zf_region_create() gets no store): */
+	const char *codec; /* default "lz4" */
+	unsigned engines; /* compression threads, default 0 */
+	/*
+	 * Residency limit in bytes (rounded down to units, at least two units); 0: none.
+	 * Past it a reclaim thread evicts the coldest units, reclaim_batch bytes at a
+	 * time (default 2 MiB, at least one unit); a fault that would take the region past
+	 * limit + reclaim_batch waits for it. So resident bytes stay under limit + batch.
+	 */
+	uint64_t limit;
+	uint64_t reclaim_batch;
+	/*
+	 * Readahead: after two faults on consecutive units, a readahead thread brings in
+	 * the next readahead units ahead of the faults (swap_ra, swap_ra_hit). 0: none
+	 * (the default, as the kernel does none for zram). Ignored in per-page mode.
+	 */
+	unsigned readahead;
+	enum zf_fault_mode fault_mode; /* default ZF_FAULT_THREAD */
+	unsigned fault_threads; /* ZF_FAULT_THREAD: threads serving faults, default 1 */
+	enum zf_swapin_mode swapin; /* default ZF_SWAPIN_WHOLE */
+	/*
+	 * Clean copies: a unit swapped in keeps its stored copy, and its pages are placed
+	 * write-protected, until the first write drops the copy; evicting a clean unit
+	 * again then costs no compression (the swap cache's idea). Default off.
+	 */
+	int keep_clean;
+	/* The owner id of the region's pages in the store; 0: a fresh one. */
+	uint32_t owner;
+} zf_region_options;
+
+ZF_API void zf_region_options_init(zf_region_options *options);
+
+/*
+ * Makes a region of size bytes (rounded up to whole units), swapping to store (which it
+ * does not own and which must outlive it), or to a store of its own (unit mode with the
+ * region's unit) when store is NULL. Returns 0, or:
+ *   -EINVAL  a bad option or size, or a struct_size that was never the options' size;
+ *   -E2BIG   options from a newer header with options this library does not know set;
+ *   -EPERM, -ENOSYS  userfaultfd refused by the kernel;
+ *   -ENOTSUP userfaultfd lacks a feature the options need;
+ *   -EBUSY   ZF_FAULT_SIGBUS, and 64 SIGBUS-mode regions exist already;
+ *   -ENOMEM, or the error of creating the store or a thread.
+ *
+ * Failing closed: when a fault cannot be served (the stored unit is corrupt, or cannot
+ * be read back), the region logs why at ZF_LOG_ERROR and the faulting thread gets
+ * SIGBUS (a poisoned page); where even that cannot be done, the process aborts.
+ */
+ZF_API int zf_region_create(zf_store *store, size_t size, const zf_region_options *options,
+			    zf_region **region);
+/*
+ * Tears the region down: stops reclaim and readahead, unregisters the memory (threads
+ * faulting on it at that moment are woken and see zeros where units were evicted: they
+ * are using memory being freed), joins the service threads, unmaps it and drops its
+ * units from the store.
+ */
+ZF_API void zf_region_destroy(zf_region *region);
+ZF_API void *zf_region_base(const zf_region *region);
+ZF_API size_t zf_region_size(const zf_region *region);
+ZF_API uint32_t zf_region_unit(const zf_region *region);
+ZF_API zf_store *zf_region_store(const zf_region *region);
+
+/*
+ * Evicts every resident unit that [addr, addr + len) touches (a partly covered unit
+ * goes whole): write-protects it, stores it, drops its pages. A unit the store refuses
+ * (full, incompressible with reject_incompressible, no memory) stays resident and counts
+ * in reject. Returns the number of units evicted, or -EINVAL (range outside the region),
+ * -ENOMEM (the calling thread could not be registered as one of zfolio's while it
+ * evicts: nothing was evicted).
+ */
+ZF_API long zf_region_pageout(zf_region *region, void *addr, size_t len);
+
+enum zf_region_advice {
+	ZF_ADV_COLD = 1, /* the units go first when reclaim next needs room */
+	ZF_ADV_HOT = 2, /* in use: reclaim passes them once; evicted ones come in now */
+};
+/* Returns 0, or -EINVAL (range outside the region or unknown advice). */
+ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len,
+			    enum zf_region_advice advice);
+
+/* Fault-service latency histogram buckets: see zf_region_stats. */
+#define ZF_REGION_LAT_BUCKETS 64
+
+/*
+ * The region's counters. Pages are 4 KiB. Units sizes are the region's one unit size:
+ * the per-size arrays (index: log2(unit / 4 KiB)) are there so the figures read like
+ * the kernel's per-order stats.
+ */
+typedef struct zf_region_stats {
+	uint64_t size, unit; /* bytes */
+	uint64_t resident_bytes, resident_max; /* units resident (zero-filled or swapped in) */
+	uint64_t evicted_units; /* units in the store now */
+	uint64_t swpout, swpin; /* pages out (evicted), pages in (from the store) */
+	uint64_t swpout_units[ZF_STORE_ORDERS], swpin_units[ZF_STORE_ORDERS];
+	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* per-page swap-ins, by the unit's size */
+	uint64_t pgmajfault; /* faults served from the store */
+	uint64_t pgfault_zero; /* faults served with zeros (memory never written) */
+	uint64_t wp_faults; /* writes to write-protected pages (eviction, clean copies) */
+	uint64_t fault_waits; /* faults that waited for an eviction or another swap-in */
+	uint64_t limit_waits; /* faults that waited for reclaim (at limit + batch) */
+	uint64_t evict_pageout, evict_reclaim; /* units evicted, by cause */
+	uint64_t reject; /* units the store refused, or torn: they stayed resident */
+	uint64_t evict_torn; /* of those, units a page of which was dropped while compressed */
+	uint64_t clean_kept; /* swap-ins that kept their stored copy */
+	uint64_t clean_evict; /* evictions of clean units: no compression */
+	uint64_t clean_dropped; /* clean copies dropped by a write */
+	uint64_t swap_ra, swap_ra_hit; /* units read ahead; of them, used before evicted */
+	uint64_t ev_remove, ev_unmap, ev_remap; /* the program's madvise/munmap/mremap */
+	uint64_t copy_eagain, copy_eexist; /* UFFDIO_COPY retries, already-present answers */
+	uint64_t fault_fail; /* faults that could not be served (SIGBUS) */
+	/*
+	 * Fault-service latency, from the fault reaching zfolio to its resolving ioctl
+	 * (thread mode: after the wakeup; SIGBUS mode: the signal handler's own time).
+	 * Two buckets per power of two: bucket 2k counts faults of [2^k, 1.5 * 2^k) ns,
+	 * bucket 2k + 1 those of [1.5 * 2^k, 2^(k+1)) ns (bucket 0: under 2 ns, the last:
+	 * all above). The percentiles are the upper bounds of the buckets they fall in.
+	 */
+	uint64_t fault_lat[ZF_REGION_LAT_BUCKETS];
+	uint64_t fault_p50_ns, fault_p99_ns, fault_p999_ns;
+	/*
+	 * Where service time goes, summed in ns: fault_ns over the faults the histogram
+	 * counts; of the major faults' time, swapin_load_ns reading the unit from the store
+	 * (lookup, decompression, checksum) and swapin_place_ns placing it (UFFDIO_COPY).
+	 */
+	uint64_t fault_ns, swapin_load_ns, swapin_place_ns;
+} zf_region_stats;
+
+/* Copies the counters as zf_store_get_stats() does. Returns 0, or -EINVAL. */
+ZF_API int zf_region_get_stats(zf_region *region, zf_region_stats *stats, size_t size);
+/* As text, "name value" lines (see zf_store_stats_text()). */
+ZF_API size_t zf_region_stats_text(zf_region *region, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZFOLIO_H */
+
+/* ================================================================================== */
+/* The experimental API: define ZF_ADVANCED before including zfolio.h to get it.      */
+/* ================================================================================== */
+
+/*
+ * What follows may change from one release to the next, in its names, its structs and
+ * its behaviour, as zstd's ZSTD_STATIC_LINKING_ONLY section does: the allocator, the
+ * compression engines and their job flags, pins on pool objects, and the store's
+ * two-step put. A program that uses it should link zfolio statically, or check
+ * zf_version_number() at run time. It lives outside the include guard so that a file
+ * including zfolio.h a second time, now with ZF_ADVANCED, still gets it.
+ */
+#if defined(ZF_ADVANCED) && !defined(ZFOLIO_H_ADVANCED)
+#define ZFOLIO_H_ADVANCED
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------- */
 /* zpool: the allocator for compressed objects                                        */
 /* ---------------------------------------------------------------------------------- */
 
@@ -200,7 +630,10 @@ typedef struct zf_pool_options {
 
 ZF_API void zf_pool_options_init(zf_pool_options *options);
 
-/* Makes a pool (options NULL = defaults). Returns 0, -EINVAL or -ENOMEM. */
+/*
+ * Makes a pool (options NULL = defaults). Returns 0, -EINVAL (a bad option or
+ * struct_size), -E2BIG (see zf_store_create) or -ENOMEM.
+ */
 ZF_API int zf_pool_create(const zf_pool_options *options, zf_pool **pool);
 /* Frees the pool and every object in it. */
 ZF_API void zf_pool_destroy(zf_pool *pool);
@@ -243,7 +676,8 @@ ZF_API void zf_pool_read_end_many(zf_pool *pool, const uint64_t *handles, size_t
 ZF_API size_t zf_pool_object_size(zf_pool *pool, uint64_t handle);
 
 /*
- * Compacts every class now. Returns the number of pages given back. Objects being read
+ * Compacts every class now. Returns the number of pages given back, or -EINVAL (pool
+ * NULL). Objects being read
  * (between read_begin and read_end) stay where they are.
  *
  * An object is allocated in the smallest class that takes it. After packing each class,
@@ -252,7 +686,7 @@ ZF_API size_t zf_pool_object_size(zf_pool *pool, uint64_t handle);
  * that lets the page go (a few hundred classes in use hold half a page each otherwise).
  * So after a compaction an object may count in a larger class than its own.
  */
-ZF_API size_t zf_pool_compact(zf_pool *pool);
+ZF_API long zf_pool_compact(zf_pool *pool);
 
 typedef struct zf_pool_stats {
 	uint64_t objects; /* live objects */
@@ -269,8 +703,11 @@ typedef struct zf_pool_stats {
 /* mem_used_total now, without locks (a counter): for limits checked on every put. */
 ZF_API uint64_t zf_pool_mem_used(zf_pool *pool);
 
-/* A consistent snapshot of each class, summed. */
-ZF_API void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *stats);
+/*
+ * A consistent snapshot of each class, summed, copied as zf_store_get_stats() does.
+ * Returns 0, or -EINVAL.
+ */
+ZF_API int zf_pool_get_stats(zf_pool *pool, zf_pool_stats *stats, size_t size);
 
 /* One line of the per-class table (zsmalloc's debugfs "classes" file). */
 typedef struct zf_pool_class_stats {
@@ -292,8 +729,12 @@ typedef struct zf_pool_class_stats {
 
 /* The number of size classes (after merging); the same for every pool. */
 ZF_API unsigned zf_pool_class_count(void);
-/* Fills *stats for class index (0..zf_pool_class_count()-1). Returns 0 or -EINVAL. */
-ZF_API int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *stats);
+/*
+ * Copies the line of class index (0..zf_pool_class_count()-1) as zf_store_get_stats()
+ * does. Returns 0, or -EINVAL (a bad index, pool or stats NULL).
+ */
+ZF_API int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *stats,
+				   size_t size);
 
 /* ---------------------------------------------------------------------------------- */
 /* Engines: batch compression                                                         */
@@ -366,7 +807,6 @@ typedef struct zf_job {
 	void *priv; /* the caller's, for complete */
 } zf_job;
 
-#define ZF_ENGINES_MAX 64
 /* Starts n engines (0..ZF_ENGINES_MAX). Returns 0, -EINVAL or -ENOMEM (or -errno). */
 ZF_API int zf_engines_create(unsigned n, zf_engines **engines);
 /*
@@ -419,97 +859,15 @@ typedef struct zf_engines_stats {
 	uint64_t jobs_by_engines, jobs_by_waiters; /* who ran them */
 	uint64_t failed_jobs;
 } zf_engines_stats;
-/* Fills *stats (zeros for NULL engines). */
-ZF_API void zf_engines_get_stats(zf_engines *engines, zf_engines_stats *stats);
+/*
+ * Copies the counters as zf_store_get_stats() does (zeros for NULL engines). Returns 0,
+ * or -EINVAL (stats NULL, size 0).
+ */
+ZF_API int zf_engines_get_stats(zf_engines *engines, zf_engines_stats *stats, size_t size);
 
 /* ---------------------------------------------------------------------------------- */
-/* Store: zfolio's zswap                                                               */
+/* Store: the two-step put                                                           */
 /* ---------------------------------------------------------------------------------- */
-
-/*
- * A zf_store keeps memory that was paged out: it maps a key (an owner id, and the index
- * of a 4 KiB page in the owner's memory) to a stored unit: a compressed object in a
- * zf_pool, a same-filled value (no pool memory), or, once written back, slots of a
- * backing file. It is what a region swaps to, and where the large-folio question is
- * answered: a folio is stored either page by page (split mode, as Linux zswap does) or
- * as units of a fixed size compressed whole (unit mode, zsmalloc/zram multi-page).
- *
- * Keys and units. A put stores a folio of len bytes (a power of two, 4 KiB to 2 MiB) at
- * page index (a multiple of len / 4 KiB). It is cut into units of min(len, unit) bytes
- * (unit: 4 KiB in split mode), each one entry keyed by its first page. A put over keys
- * that are stored already replaces them. A folio is stored whole or not at all.
- *
- * Thread safety: a zf_store is safe from any thread. A get decompresses in the calling
- * thread (a wakeup costs more than decompressing a 64 KiB unit); puts compress on the
- * store's engines when it has any, the calling thread helping.
- */
-typedef struct zf_store zf_store;
-
-enum zf_store_when_full {
-	ZF_STORE_REJECT =
-		0, /* refuse puts (-ENOSPC) until the pool is under the accept threshold */
-	ZF_STORE_WRITEBACK = 1, /* write the oldest entries back to the backing file first */
-};
-
-typedef struct zf_store_options {
-	size_t struct_size; /* sizeof(zf_store_options), set by zf_store_options_init() */
-	const char *codec; /* a codec name (zf_codec_find); default "lz4" */
-	/* 0: split mode; else unit mode with this unit, a power of two 8 KiB..2 MiB. */
-	uint32_t unit;
-	unsigned engines; /* compression engines (threads), 0..ZF_ENGINES_MAX; default 0 */
-	/*
-	 * Pool limit, zswap's max_pool_percent as bytes: when the pool's pages reach it,
-	 * pool_limit_hit counts and the store is full until the pool is back under
-	 * accept_threshold_pct of it (zswap's accept_threshold_percent, default 90).
-	 * 0: no limit (the default).
-	 */
-	uint64_t max_pool_bytes;
-	unsigned accept_threshold_pct;
-	enum zf_store_when_full when_full;
-	/*
-	 * A unit that compresses to incompressible_pct % of its size or more is
-	 * incompressible (default 100: it did not get smaller). It is stored raw (counted
-	 * in stored_incompressible_pages), or, with reject_incompressible, the put fails
-	 * with -E2BIG (reject_compress_poor).
-	 */
-	unsigned incompressible_pct;
-	int reject_incompressible;
-	int verify; /* decompress and compare every unit after compressing it (IAA's verify_compress) */
-	/*
-	 * The backing file for writeback: a directory (an unnamed file in it, the
-	 * recommended form) or a file path; NULL: no backing tier. backing_bytes: its size
-	 * limit (default 1 GiB).
-	 */
-	const char *backing_path;
-	uint64_t backing_bytes;
-	/*
-	 * Bytes of emptied pool pages kept for reuse instead of given back (the pool's
-	 * warm_pages_max; default 2 MiB): a store that empties and refills (pageout, then
-	 * swap-in, again and again) avoids a page fault per pool page. They count in
-	 * pool_total_size; zf_store_compact() gives them back.
-	 */
-	uint64_t pool_warm_bytes;
-} zf_store_options;
-
-ZF_API void zf_store_options_init(zf_store_options *options);
-/*
- * Makes a store. Returns 0, -EINVAL (a bad option), -ENOENT/-ENOTSUP (codec), -ENOMEM,
- * or the error of opening the backing file.
- */
-ZF_API int zf_store_create(const zf_store_options *options, zf_store **store);
-ZF_API void zf_store_destroy(zf_store *store);
-
-/*
- * Stores the folio of len bytes at folio, for pages index .. index + len / 4 KiB - 1 of
- * owner. Returns 0, or (nothing stored, the keys keep what they had):
- *   -EINVAL  len not a power of two in 4 KiB..2 MiB, index not a multiple of its pages;
- *   -ENOSPC  the pool is full (reject policy, or writeback could not make room);
- *   -E2BIG   a unit did not compress and reject_incompressible is set;
- *   -EIO     verify found a unit that did not decompress to itself;
- *   -ENOMEM  the pool or the store could not allocate (reject_alloc_fail).
- */
-ZF_API int zf_store_put(zf_store *store, uint32_t owner, uint64_t index, const void *folio,
-			size_t len);
 
 /*
  * A put in two steps, so that one thread keeps several folios in flight and the engines
@@ -532,279 +890,7 @@ ZF_API int zf_store_put_start(zf_store *store, uint32_t owner, uint64_t index, c
 			      size_t len, zf_store_pending **pending);
 ZF_API int zf_store_put_finish(zf_store_pending *pending);
 
-/*
- * Reads back len bytes at page index of owner into dst: a whole unit (len its size,
- * index its first page: decompressed once), or one page of it (len 4096: a multi-page
- * unit is decompressed whole into a scratch buffer and the page copied out, counted in
- * partial_loads). The entry stays; zf_store_invalidate() drops it. Returns 0, or:
- *   -ENOENT  no unit of that size holds the page (see zf_store_unit_size);
- *   -EINVAL  len neither 4096 nor the unit's size, or index not its first page;
- *   -EBADMSG the stored bytes fail their checksum or do not decompress (decompress_fail;
- *            what dst then holds is unspecified);
- *   -EIO     reading the backing file failed (the entry stays, for a retry).
- */
-ZF_API int zf_store_get(zf_store *store, uint32_t owner, uint64_t index, void *dst, size_t len);
-
-/*
- * Reads back the folio of len bytes (a power of two, 4 KiB..2 MiB) at page index of
- * owner (index a multiple of its pages) into dst: every unit stored in it, each
- * decompressed once, in place, as zswap loads a large folio (in split mode, each of its
- * pages). The units may be of any sizes, each lying whole in the folio. It takes the
- * table's lock once per 64 units and the counters' lock once, where a zf_store_get() per
- * unit takes both for each. Counted as those gets would be (zswpin, swpin_units), when
- * the whole folio came back; a failed one counts only its failure and the backing reads
- * it made (decompress_fail, bd_reads, bd_read_errors). Returns 0, or:
- *   -ENOENT  a page of the folio is not stored;
- *   -EINVAL  len or index not as above, or a unit reaches outside the folio;
- *   -EBADMSG, -EIO  as zf_store_get() (a unit fails; what dst holds is unspecified).
- */
-ZF_API int zf_store_get_folio(zf_store *store, uint32_t owner, uint64_t index, void *dst,
-			      size_t len);
-
-/* The size of the unit that holds page index of owner, and its first page in *first
- * (if not NULL); -ENOENT if none does. */
-ZF_API long zf_store_unit_size(zf_store *store, uint32_t owner, uint64_t index, uint64_t *first);
-
-/*
- * Drops every unit that holds a page of index .. index + pages - 1 (whole units: the
- * other pages of a multi-page unit go too). Returns the number of units dropped.
- */
-ZF_API long zf_store_invalidate(zf_store *store, uint32_t owner, uint64_t index, uint64_t pages);
-
-/*
- * Writes back the oldest stored units until at least bytes of compressed data have left
- * the pool. Returns the pages written back (>= 0, 0 when nothing is left to write), or
- * -ENODEV (no backing file). An I/O error or a full backing file stops it early and
- * leaves every unit it could not write where it was (counted in bd_write_errors); when
- * not one unit could be written, it returns that error (-EIO, -ENOSPC, -ENOMEM).
- */
-ZF_API long zf_store_writeback(zf_store *store, uint64_t bytes);
-
-/*
- * Compacts the pool (zf_pool_compact): the store never compacts on its own except when
- * the pool is full. Returns the pages given back.
- */
-ZF_API long zf_store_compact(zf_store *store);
-
-/* Unit sizes, for the per-size counters: 4 KiB << order, order 0..9. */
-#define ZF_STORE_ORDERS 10
-
-/* The counters, named as the kernel names them. "pages" are 4 KiB pages. */
-typedef struct zf_store_stats {
-	uint64_t zswpout; /* pages stored */
-	uint64_t zswpin; /* pages read back (a partial load: one page) */
-	uint64_t stored_pages; /* pages held now, in any form */
-	uint64_t same_filled_pages; /* of which same-filled (no pool memory) */
-	uint64_t stored_incompressible_pages; /* of which raw in the pool */
-	uint64_t written_back_pages; /* of which in the backing file */
-	uint64_t written_back_total; /* pages ever written back */
-	uint64_t orig_data_size; /* bytes held now, uncompressed */
-	uint64_t compr_data_size; /* their stored bytes (pool and backing file) */
-	uint64_t pool_total_size; /* bytes of the pool's pages (= mem_used_total) */
-	uint64_t mem_used_total, mem_used_max, pages_compacted; /* the pool's */
-	uint64_t warm_pages; /* of the pool's pages, those kept for reuse (zf_pool_stats) */
-	uint64_t reject_compress_poor; /* units refused as incompressible */
-	uint64_t reject_compress_fail; /* units whose compression failed or did not verify */
-	uint64_t reject_alloc_fail; /* puts refused for lack of memory */
-	uint64_t reject_pool_full; /* puts refused because the pool was full */
-	uint64_t pool_limit_hit; /* times the pool reached max_pool_bytes */
-	uint64_t decompress_fail; /* gets that found a bad checksum or did not decompress */
-	uint64_t partial_loads; /* gets of one page out of a multi-page unit */
-	uint64_t invalidates; /* units dropped */
-	uint64_t bd_reads, bd_writes; /* backing file: units read back, written */
-	uint64_t bd_read_errors, bd_write_errors;
-	uint64_t zswpout_units[ZF_STORE_ORDERS]; /* units stored, by size */
-	uint64_t swpin_units[ZF_STORE_ORDERS]; /* whole units read back, by size */
-	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* partial loads, by the unit's size */
-} zf_store_stats;
-
-/* A consistent snapshot: every counter a put or get changes moves together. */
-ZF_API void zf_store_get_stats(zf_store *store, zf_store_stats *stats);
-
-/*
- * The counters as text, one "name value" line each, like /proc/vmstat (per-size ones as
- * zswpout_64k, swpin_64k, swpin_fallback_64k, for the sizes seen). Writes at most cap
- * bytes (NUL-terminated when cap > 0); returns the length the whole text needs, like
- * snprintf.
- */
-ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
-
-/* ---------------------------------------------------------------------------------- */
-/* Region: transparent compressed swap of a program's memory (userfaultfd)             */
-/* ---------------------------------------------------------------------------------- */
-
-/*
- * A zf_region is anonymous memory that the program uses through ordinary pointers and
- * that zfolio pages out to a zf_store and back in, unit by unit, through userfaultfd: an
- * evicted unit comes back whole on the first touch of any of its pages. Units leave on
- * zf_region_pageout() (madvise(MADV_PAGEOUT)'s analog) or when the resident bytes pass
- * the residency limit (a reclaim thread, second-chance clock over units).
- *
- * Memory the program never wrote reads as zeros, as anonymous memory does; a
- * madvise(MADV_DONTNEED) inside the region drops what zfolio kept for those pages, and
- * munmap() of part of the region drops that part. A region is not inherited by a
- * child after fork() (MADV_DONTFORK: the child faults with SIGSEGV if it touches it);
- * see zf_region_options.fault_mode for what the fast mode costs.
- *
- * Needs userfaultfd: root, or /dev/userfaultfd access, or vm.unprivileged_userfaultfd;
- * zf_region_create() returns -EPERM or -ENOSYS when the kernel refuses it.
- */
-typedef struct zf_region zf_region;
-
-enum zf_fault_mode {
-	/*
-	 * The default. Fault-service threads read the userfaultfd and serve each fault:
-	 * transparent (system calls that read or write evicted memory work), at the cost
-	 * of a cross-thread wakeup per fault. (Where the kernel grants userfaultfd only
-	 * with UFFD_USER_MODE_ONLY - unprivileged, without /dev/userfaultfd access - system
-	 * calls into evicted memory fail with EFAULT in this mode too.)
-	 */
-	ZF_FAULT_THREAD = 0,
-	/*
-	 * UFFD_FEATURE_SIGBUS: the faulting thread serves its own fault in a SIGBUS handler
-	 * that zfolio installs (chaining to the program's handler for addresses outside
-	 * every region). No wakeup: swapping 100 MiB of redis in took 615 ms instead of 982
-	 * at 4 KiB units, 213 instead of 294 at 64 KiB (2-vCPU VM, bench/results/region.md).
-	 * Not the default, for what it costs: a system call that touches evicted memory
-	 * from the kernel (read(2) into it, O_DIRECT, /proc/PID/mem) fails with EFAULT
-	 * instead of faulting it in; the program must not block SIGBUS in threads that
-	 * touch the region, nor replace zfolio's handler while a region exists.
-	 */
-	ZF_FAULT_SIGBUS = 1,
-};
-
-enum zf_swapin_mode {
-	ZF_SWAPIN_WHOLE = 0, /* a fault brings the whole unit in (decompressed once) */
-	/*
-	 * A fault brings in only its 4 KiB page, decompressing the unit for each page, as
-	 * the kernel does when it cannot swap a large folio in: for comparison.
-	 */
-	ZF_SWAPIN_PER_PAGE = 1,
-};
-
-typedef struct zf_region_options {
-	size_t struct_size; /* sizeof(zf_region_options), set by zf_region_options_init() */
-	uint32_t unit; /* bytes, a power of two 4 KiB..2 MiB; default 64 KiB */
-	/* For the region's own store (when zf_region_create() gets no store): */
-	const char *codec; /* default "lz4" */
-	unsigned engines; /* compression threads, default 0 */
-	/*
-	 * Residency limit in bytes (rounded down to units, at least two units); 0: none.
-	 * Past it a reclaim thread evicts the coldest units, reclaim_batch bytes at a
-	 * time (default 2 MiB, at least one unit); a fault that would take the region past
-	 * limit + reclaim_batch waits for it. So resident bytes stay under limit + batch.
-	 */
-	uint64_t limit;
-	uint64_t reclaim_batch;
-	/*
-	 * Readahead: after two faults on consecutive units, a readahead thread brings in
-	 * the next readahead units ahead of the faults (swap_ra, swap_ra_hit). 0: none
-	 * (the default, as the kernel does none for zram). Ignored in per-page mode.
-	 */
-	unsigned readahead;
-	enum zf_fault_mode fault_mode; /* default ZF_FAULT_THREAD */
-	unsigned fault_threads; /* ZF_FAULT_THREAD: threads serving faults, default 1 */
-	enum zf_swapin_mode swapin; /* default ZF_SWAPIN_WHOLE */
-	/*
-	 * Clean copies: a unit swapped in keeps its stored copy, and its pages are placed
-	 * write-protected, until the first write drops the copy; evicting a clean unit
-	 * again then costs no compression (the swap cache's idea). Default off.
-	 */
-	int keep_clean;
-	/* The owner id of the region's pages in the store; 0: a fresh one. */
-	uint32_t owner;
-} zf_region_options;
-
-ZF_API void zf_region_options_init(zf_region_options *options);
-
-/*
- * Makes a region of size bytes (rounded up to whole units), swapping to store (which it
- * does not own and which must outlive it), or to a store of its own (unit mode with the
- * region's unit) when store is NULL. Returns 0, or -EINVAL (a bad option), -EPERM /
- * -ENOSYS / -ENOTSUP (userfaultfd unavailable, or lacks a feature the options need),
- * -ENOMEM, or the error of creating the store.
- */
-ZF_API int zf_region_create(zf_store *store, size_t size, const zf_region_options *options,
-			    zf_region **region);
-/*
- * Tears the region down: stops reclaim and readahead, unregisters the memory (threads
- * faulting on it at that moment are woken and see zeros where units were evicted: they
- * are using memory being freed), joins the service threads, unmaps it and drops its
- * units from the store.
- */
-ZF_API void zf_region_destroy(zf_region *region);
-ZF_API void *zf_region_base(const zf_region *region);
-ZF_API size_t zf_region_size(const zf_region *region);
-ZF_API uint32_t zf_region_unit(const zf_region *region);
-ZF_API zf_store *zf_region_store(const zf_region *region);
-
-/*
- * Evicts every resident unit that [addr, addr + len) touches (a partly covered unit
- * goes whole): write-protects it, stores it, drops its pages. A unit the store refuses
- * (full, incompressible with reject_incompressible, no memory) stays resident and counts
- * in reject. Returns the number of units evicted, or -EINVAL (range outside the region).
- */
-ZF_API long zf_region_pageout(zf_region *region, void *addr, size_t len);
-
-enum zf_region_advice {
-	ZF_ADV_COLD = 1, /* the units go first when reclaim next needs room */
-	ZF_ADV_HOT = 2, /* in use: reclaim passes them once; evicted ones come in now */
-};
-/* Returns 0, or -EINVAL (range outside the region or unknown advice). */
-ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len, int advice);
-
-/* Fault-service latency histogram buckets: see zf_region_stats. */
-#define ZF_REGION_LAT_BUCKETS 64
-
-/*
- * The region's counters. Pages are 4 KiB. Units sizes are the region's one unit size:
- * the per-size arrays (index: log2(unit / 4 KiB)) are there so the figures read like
- * the kernel's per-order stats.
- */
-typedef struct zf_region_stats {
-	uint64_t size, unit; /* bytes */
-	uint64_t resident_bytes, resident_max; /* units resident (zero-filled or swapped in) */
-	uint64_t evicted_units; /* units in the store now */
-	uint64_t swpout, swpin; /* pages out (evicted), pages in (from the store) */
-	uint64_t swpout_units[ZF_STORE_ORDERS], swpin_units[ZF_STORE_ORDERS];
-	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* per-page swap-ins, by the unit's size */
-	uint64_t pgmajfault; /* faults served from the store */
-	uint64_t pgfault_zero; /* faults served with zeros (memory never written) */
-	uint64_t wp_faults; /* writes to write-protected pages (eviction, clean copies) */
-	uint64_t fault_waits; /* faults that waited for an eviction or another swap-in */
-	uint64_t limit_waits; /* faults that waited for reclaim (at limit + batch) */
-	uint64_t evict_pageout, evict_reclaim; /* units evicted, by cause */
-	uint64_t reject; /* units the store refused, or torn: they stayed resident */
-	uint64_t evict_torn; /* of those, units a page of which was dropped while compressed */
-	uint64_t clean_kept; /* swap-ins that kept their stored copy */
-	uint64_t clean_evict; /* evictions of clean units: no compression */
-	uint64_t clean_dropped; /* clean copies dropped by a write */
-	uint64_t swap_ra, swap_ra_hit; /* units read ahead; of them, used before evicted */
-	uint64_t ev_remove, ev_unmap, ev_remap; /* the program's madvise/munmap/mremap */
-	uint64_t copy_eagain, copy_eexist; /* UFFDIO_COPY retries, already-present answers */
-	uint64_t fault_fail; /* faults that could not be served (SIGBUS) */
-	/*
-	 * Fault-service latency, from the fault reaching zfolio to its resolving ioctl
-	 * (thread mode: after the wakeup; SIGBUS mode: the signal handler's own time).
-	 * Two buckets per power of two: bucket 2k counts faults of [2^k, 1.5 * 2^k) ns,
-	 * bucket 2k + 1 those of [1.5 * 2^k, 2^(k+1)) ns (bucket 0: under 2 ns, the last:
-	 * all above). The percentiles are the upper bounds of the buckets they fall in.
-	 */
-	uint64_t fault_lat[ZF_REGION_LAT_BUCKETS];
-	uint64_t fault_p50_ns, fault_p99_ns, fault_p999_ns;
-	/*
-	 * Where service time goes, summed in ns: fault_ns over the faults the histogram
-	 * counts; of the major faults' time, swapin_load_ns reading the unit from the store
-	 * (lookup, decompression, checksum) and swapin_place_ns placing it (UFFDIO_COPY).
-	 */
-	uint64_t fault_ns, swapin_load_ns, swapin_place_ns;
-} zf_region_stats;
-
-ZF_API void zf_region_get_stats(zf_region *region, zf_region_stats *stats);
-/* As text, "name value" lines (see zf_store_stats_text()). */
-ZF_API size_t zf_region_stats_text(zf_region *region, char *buf, size_t cap);
-
 #ifdef __cplusplus
 }
 #endif
-#endif /* ZFOLIO_H */
+#endif /* ZF_ADVANCED */

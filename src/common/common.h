@@ -17,6 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef ZF_ADVANCED
+#define ZF_ADVANCED /* the library implements the whole API */
+#endif
 #include "zfolio.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)

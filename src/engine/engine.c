@@ -75,6 +75,7 @@
 
 #include "../common/checksum.h"
 #include "../common/list.h"
+#include "../common/options.h"
 #include "engine.h"
 
 #define CACHE_LINE 64
@@ -618,15 +619,13 @@ unsigned zf_engines_count(const zf_engines *engines)
 	return engines ? engines->n : 0;
 }
 
-void zf_engines_get_stats(zf_engines *e, zf_engines_stats *stats)
+int zf_engines_get_stats(zf_engines *e, zf_engines_stats *out, size_t size)
 {
+	zf_engines_stats st = { 0 }, *const stats = &st;
 	uint64_t by_engines = 0;
 
-	if (!stats)
-		return;
-	memset(stats, 0, sizeof(*stats));
 	if (!e)
-		return;
+		return struct_copy_out(out, size, &st, sizeof(st));
 	/* Who ran them before how many there are: a snapshot never shows more run than submitted. */
 	for (unsigned i = 0; i < e->n; i++)
 		by_engines += atomic_load_explicit(&e->engine[i].jobs, memory_order_acquire);
@@ -635,6 +634,7 @@ void zf_engines_get_stats(zf_engines *e, zf_engines_stats *stats)
 	stats->failed_jobs = atomic_load(&e->failed_jobs);
 	stats->jobs = atomic_load(&e->jobs);
 	stats->batches = atomic_load(&e->batches);
+	return struct_copy_out(out, size, &st, sizeof(st));
 }
 
 void engine_set_budget(zf_engines *e, long budget)

@@ -35,6 +35,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 
+#include "../common/options.h"
 #include "region_internal.h"
 
 /* The upper bound of bucket i, in ns. */
@@ -156,7 +157,6 @@ static int region_start(zf_region *r)
 
 static int options_check(const zf_region_options *o, size_t size)
 {
-	RETURN_IF(o->struct_size != sizeof(*o), -EINVAL);
 	RETURN_IF(o->unit < RG_PAGE || o->unit > ZF_UNIT_MAX || (o->unit & (o->unit - 1)), -EINVAL);
 	RETURN_IF(!size || size > ((size_t)1 << 46), -EINVAL);
 	RETURN_IF(o->fault_mode != ZF_FAULT_THREAD && o->fault_mode != ZF_FAULT_SIGBUS, -EINVAL);
@@ -170,16 +170,15 @@ static int options_check(const zf_region_options *o, size_t size)
 int zf_region_create(zf_store *store, size_t size, const zf_region_options *options,
 		     zf_region **out)
 {
-	zf_region_options defaults;
+	zf_region_options o;
 	zf_region *r;
 	int ret;
 
 	RETURN_IF(!out, -EINVAL);
 	*out = NULL;
-	if (!options) {
-		zf_region_options_init(&defaults);
-		options = &defaults;
-	}
+	zf_region_options_init(&o);
+	TRY(OPTIONS_LOAD(&o, options));
+	options = &o;
 	TRY(options_check(options, size));
 	r = calloc(1, sizeof(*r));
 	RETURN_IF(!r, -ENOMEM);
@@ -355,7 +354,7 @@ zf_store *zf_region_store(const zf_region *r)
 /* Advice and stats                                                                 */
 /* -------------------------------------------------------------------------------- */
 
-int zf_region_advise(zf_region *r, void *addr, size_t len, int advice)
+int zf_region_advise(zf_region *r, void *addr, size_t len, enum zf_region_advice advice)
 {
 	uint64_t u0, u1;
 
@@ -402,13 +401,12 @@ int zf_region_advise(zf_region *r, void *addr, size_t len, int advice)
 	return 0;
 }
 
-void zf_region_get_stats(zf_region *r, zf_region_stats *s)
+/* The counters of r, or zeros for NULL. */
+static void stats_fill(zf_region *r, zf_region_stats *s)
 {
 	uint64_t total = 0, seen = 0;
 	int o;
 
-	if (!s)
-		return;
 	memset(s, 0, sizeof(*s));
 	if (!r)
 		return;
@@ -467,13 +465,22 @@ void zf_region_get_stats(zf_region *r, zf_region_stats *s)
 	}
 }
 
+int zf_region_get_stats(zf_region *r, zf_region_stats *out, size_t size)
+{
+	zf_region_stats s;
+
+	RETURN_IF(!r, -EINVAL);
+	stats_fill(r, &s);
+	return struct_copy_out(out, size, &s, sizeof(s));
+}
+
 size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 {
 	zf_region_stats s;
 	size_t len = 0;
 	char sz[16], dummy[1];
 
-	zf_region_get_stats(r, &s);
+	stats_fill(r, &s);
 	if (!buf || !cap) {
 		buf = dummy;
 		cap = 0;

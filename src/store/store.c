@@ -64,6 +64,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/options.h"
 #include "store_internal.h"
 
 #define STORE_MIN_BUCKETS 64u
@@ -119,12 +120,7 @@ int zf_store_create(const zf_store_options *options, zf_store **out)
 
 	RETURN_IF(!out, -EINVAL);
 	zf_store_options_init(&o);
-	if (options) {
-		RETURN_IF(options->struct_size < sizeof(o.struct_size) ||
-				  options->struct_size > sizeof(o),
-			  -EINVAL);
-		memcpy(&o, options, options->struct_size);
-	}
+	TRY(OPTIONS_LOAD(&o, options));
 	RETURN_IF(o.unit && (o.unit < 2 * STORE_PAGE || o.unit > ZF_UNIT_MAX ||
 			     (o.unit & (o.unit - 1))),
 		  -EINVAL);
@@ -135,7 +131,6 @@ int zf_store_create(const zf_store_options *options, zf_store **out)
 	s = calloc(1, sizeof(*s));
 	RETURN_IF(!s, -ENOMEM);
 	s->o = o;
-	s->o.struct_size = sizeof(o);
 	s->o.backing_path = NULL; /* not kept: the caller's string */
 	s->unit = o.unit ? o.unit : STORE_PAGE;
 	s->unit_order = (uint32_t)__builtin_ctz(s->unit / STORE_PAGE);
@@ -214,13 +209,14 @@ uint32_t store_unit(const zf_store *s)
 /* Counters                                                                         */
 /* -------------------------------------------------------------------------------- */
 
-void zf_store_get_stats(zf_store *s, zf_store_stats *st)
+/* The counters of s into *st. */
+static void stats_fill(zf_store *s, zf_store_stats *st)
 {
 	zf_pool_stats ps;
 	const struct counters *n = &s->n;
 
 	memset(st, 0, sizeof(*st));
-	zf_pool_get_stats(s->pool, &ps);
+	(void)zf_pool_get_stats(s->pool, &ps, sizeof(ps));
 	pthread_mutex_lock(&s->stats_lock);
 	st->zswpout = n->zswpout;
 	st->zswpin = n->zswpin;
@@ -254,6 +250,15 @@ void zf_store_get_stats(zf_store *s, zf_store_stats *st)
 	st->warm_pages = ps.warm_pages;
 }
 
+int zf_store_get_stats(zf_store *s, zf_store_stats *out, size_t size)
+{
+	zf_store_stats st;
+
+	RETURN_IF(!s, -EINVAL);
+	stats_fill(s, &st);
+	return struct_copy_out(out, size, &st, sizeof(st));
+}
+
 static const char *const order_names[ZF_STORE_ORDERS] = { "4k",	  "8k",	  "16k",  "32k", "64k",
 							  "128k", "256k", "512k", "1m",	 "2m" };
 
@@ -263,7 +268,7 @@ size_t zf_store_stats_text(zf_store *s, char *buf, size_t cap)
 	size_t len = 0;
 	char dummy[1];
 
-	zf_store_get_stats(s, &st);
+	stats_fill(s, &st);
 	if (!buf || !cap) {
 		buf = dummy;
 		cap = 0;

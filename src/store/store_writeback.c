@@ -259,5 +259,5 @@ int store_make_room(zf_store *s)
 long zf_store_compact(zf_store *s)
 {
 	RETURN_IF(!s, -EINVAL);
-	return (long)zf_pool_compact(s->pool);
+	return zf_pool_compact(s->pool);
 }

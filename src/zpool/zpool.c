@@ -24,6 +24,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 
+#include "../common/options.h"
 #include "zpool_internal.h"
 
 /* -------------------------------------------------------------------------------- */
@@ -137,13 +138,8 @@ int zf_pool_create(const zf_pool_options *options, zf_pool **poolp)
 
 	RETURN_IF(!poolp, -EINVAL);
 	zf_pool_options_init(&o);
-	if (options) {
-		RETURN_IF(options->struct_size < sizeof(o.struct_size) ||
-				  options->struct_size > sizeof(o),
-			  -EINVAL);
-		memcpy(&o, options, options->struct_size);
-		RETURN_IF(o.compact_threshold_pct > 100, -EINVAL);
-	}
+	TRY(OPTIONS_LOAD(&o, options));
+	RETURN_IF(o.compact_threshold_pct > 100, -EINVAL);
 	pool = calloc(1, sizeof(*pool));
 	RETURN_IF(!pool, -ENOMEM);
 	zpool_class_defs(&n);

@@ -413,10 +413,11 @@ out:
 	return given;
 }
 
-size_t zf_pool_compact(zf_pool *pool)
+long zf_pool_compact(zf_pool *pool)
 {
 	size_t freed = 0;
 
+	RETURN_IF(!pool, -EINVAL);
 	for (struct size_class *c = class_next(pool, NULL); c; c = class_next(pool, c)) {
 		pthread_mutex_lock(&c->lock);
 		if (c->zspages)
@@ -425,5 +426,5 @@ size_t zf_pool_compact(zf_pool *pool)
 	}
 	for (struct size_class *c = class_next(pool, NULL); c; c = class_next(pool, c))
 		freed += spill_class(pool, c);
-	return freed + zpool_warm_release_all(pool);
+	return (long)(freed + zpool_warm_release_all(pool));
 }

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "../common/options.h"
 #include "zpool_internal.h"
 
 /* Pages compaction could give back now: the free slots, in whole zspages. */
@@ -28,11 +29,12 @@ static void class_stats(const struct size_class *c, zf_pool_class_stats *s)
 	s->freeable = class_freeable(c);
 }
 
-int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *s)
+int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *out, size_t size)
 {
+	zf_pool_class_stats st, *const s = &st;
 	struct size_class *c;
 
-	RETURN_IF(index >= pool->nr_classes || !s, -EINVAL);
+	RETURN_IF(!pool || index >= pool->nr_classes || !out, -EINVAL);
 	c = class_at(pool, index);
 	if (!c) {
 		const struct zpool_class_def *d = &pool->defs[index];
@@ -43,12 +45,12 @@ int zf_pool_class_stats_get(zf_pool *pool, unsigned index, zf_pool_class_stats *
 						   .huge = d->huge };
 
 		class_stats(&unused, s);
-		return 0;
+	} else {
+		pthread_mutex_lock(&c->lock);
+		class_stats(c, s);
+		pthread_mutex_unlock(&c->lock);
 	}
-	pthread_mutex_lock(&c->lock);
-	class_stats(c, s);
-	pthread_mutex_unlock(&c->lock);
-	return 0;
+	return struct_copy_out(out, size, &st, sizeof(st));
 }
 
 uint64_t zf_pool_mem_used(zf_pool *pool)
@@ -56,9 +58,11 @@ uint64_t zf_pool_mem_used(zf_pool *pool)
 	return atomic_load_explicit(&pool->pages_used, memory_order_relaxed) * ZPOOL_PAGE;
 }
 
-void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
+int zf_pool_get_stats(zf_pool *pool, zf_pool_stats *out, size_t size)
 {
-	memset(s, 0, sizeof(*s));
+	zf_pool_stats st = { 0 }, *const s = &st;
+
+	RETURN_IF(!pool, -EINVAL);
 	for (struct size_class *c = class_next(pool, NULL); c; c = class_next(pool, c)) {
 		pthread_mutex_lock(&c->lock);
 		s->objects += c->objs_used;
@@ -80,6 +84,7 @@ void zf_pool_get_stats(zf_pool *pool, zf_pool_stats *s)
 	update_max(&pool->mem_used_max, s->mem_used_total);
 	s->mem_used_max = atomic_load(&pool->mem_used_max);
 	s->meta_bytes = atomic_load(&pool->meta_bytes);
+	return struct_copy_out(out, size, &st, sizeof(st));
 }
 
 /* -------------------------------------------------------------------------------- */

@@ -390,7 +390,7 @@ NO_COVERAGE static zf_pool_stats check_totals(const char *what)
 {
 	zf_pool_stats s;
 
-	zf_pool_get_stats(R.pool, &s);
+	zf_pool_get_stats(R.pool, &s, sizeof(s));
 	CHECK(s.objects == R.nobjs, "%s: stats.objects %llu, %u live", what,
 	      (unsigned long long)s.objects, R.nobjs);
 	CHECK(s.compr_data_size == R.live_bytes, "%s: stats.compr_data_size %llu, live %zu", what,
@@ -429,7 +429,8 @@ NO_COVERAGE static void check_state(int full)
 		zf_pool_class_stats c;
 		uint64_t zspages;
 
-		CHECK(zf_pool_class_stats_get(R.pool, i, &c) == 0, "class_stats_get(%u) failed", i);
+		CHECK(zf_pool_class_stats_get(R.pool, i, &c, sizeof(c)) == 0,
+		      "class_stats_get(%u) failed", i);
 		CHECK(c.class_size == g->class_size && c.max_object == g->max_object &&
 			      c.pages_per_zspage == g->pages_per_zspage &&
 			      c.objs_per_zspage == g->objs_per_zspage && c.huge == g->huge,
@@ -484,7 +485,7 @@ NO_COVERAGE static void check_unchanged(const zf_pool_stats *before, const char 
 {
 	zf_pool_stats s;
 
-	zf_pool_get_stats(R.pool, &s);
+	zf_pool_get_stats(R.pool, &s, sizeof(s));
 	CHECK(s.objects == before->objects && s.compr_data_size == before->compr_data_size &&
 		      s.pages_used == before->pages_used &&
 		      s.mem_used_max == before->mem_used_max &&
@@ -532,7 +533,7 @@ NO_COVERAGE static void check_step(const char *what, size_t size, unsigned nth)
 
 	if (nth >= 4 && nth % 16 != 0)
 		return;
-	zf_pool_get_stats(R.pool, &s);
+	zf_pool_get_stats(R.pool, &s, sizeof(s));
 	CHECK(s.objects == R.nobjs && s.compr_data_size == R.live_bytes,
 	      "%s of %zu bytes: stats say %llu objects, %llu bytes; the model %u, %zu", what, size,
 	      (unsigned long long)s.objects, (unsigned long long)s.compr_data_size, R.nobjs,
@@ -617,7 +618,7 @@ static void do_free(unsigned idx, int twice, unsigned nth)
 	if (twice) {
 		zf_pool_stats after;
 
-		zf_pool_get_stats(R.pool, &after);
+		zf_pool_get_stats(R.pool, &after, sizeof(after));
 		zf_pool_free(R.pool, o.handle);
 		check_unchanged(&after, "a second free of a handle");
 	}
@@ -656,7 +657,7 @@ static void op_bad(unsigned kind, uint32_t a, uint32_t b)
 	zf_pool_class_stats cs;
 	uint64_t handle;
 
-	zf_pool_get_stats(R.pool, &before);
+	zf_pool_get_stats(R.pool, &before, sizeof(before));
 	if (all || kind == ZOP_BAD_SIZE) {
 		static const size_t sizes[] = { 0, (size_t)ZF_UNIT_MAX + 1, (size_t)ZF_UNIT_MAX * 2,
 						SIZE_MAX };
@@ -702,7 +703,7 @@ static void op_bad(unsigned kind, uint32_t a, uint32_t b)
 
 		CHECK(zf_pool_class_count() == nclasses, "class_count changed");
 		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-			const int ret = zf_pool_class_stats_get(R.pool, bad[i], &cs);
+			const int ret = zf_pool_class_stats_get(R.pool, bad[i], &cs, sizeof(cs));
 
 			CHECK(ret == -EINVAL, "class_stats_get(%u) of %u classes returned %d",
 			      bad[i], nclasses, ret);
@@ -789,7 +790,7 @@ NO_COVERAGE static uint64_t freeable_pages(void)
 	for (unsigned k = 0; k < R.nactive; k++) {
 		zf_pool_class_stats c;
 
-		CHECK(zf_pool_class_stats_get(R.pool, R.active[k], &c) == 0,
+		CHECK(zf_pool_class_stats_get(R.pool, R.active[k], &c, sizeof(c)) == 0,
 		      "class_stats_get(%u) failed", R.active[k]);
 		sum += c.freeable;
 	}
@@ -803,9 +804,9 @@ static size_t compact_checked(void)
 	const uint64_t freeable = freeable_pages();
 	size_t n;
 
-	zf_pool_get_stats(R.pool, &before);
+	zf_pool_get_stats(R.pool, &before, sizeof(before));
 	n = zf_pool_compact(R.pool);
-	zf_pool_get_stats(R.pool, &after);
+	zf_pool_get_stats(R.pool, &after, sizeof(after));
 	CHECK(after.pages_used == before.pages_used - n &&
 		      after.pages_compacted == before.pages_compacted + n,
 	      "compact returned %zu pages: pages_used %llu -> %llu, pages_compacted %llu -> %llu",
@@ -1029,7 +1030,8 @@ static void setup_classes(void)
 	for (unsigned i = 0; i < n; i++) {
 		zf_pool_class_stats c;
 
-		CHECK(zf_pool_class_stats_get(R.pool, i, &c) == 0, "class_stats_get(%u) failed", i);
+		CHECK(zf_pool_class_stats_get(R.pool, i, &c, sizeof(c)) == 0,
+		      "class_stats_get(%u) failed", i);
 		geom[i] = (struct class_geom){ c.class_size, c.max_object, c.pages_per_zspage,
 					       c.objs_per_zspage, c.huge };
 		CHECK(c.max_object >= 1 && c.max_object <= c.class_size && c.objs_per_zspage >= 1 &&

@@ -369,7 +369,7 @@ static void *stats_main(void *arg)
 	while (atomic_load(&workers_done) < (int)nthreads) {
 		zf_engines_stats s;
 
-		zf_engines_get_stats(engines, &s);
+		zf_engines_get_stats(engines, &s, sizeof(s));
 		if (s.batches < last.batches || s.jobs < last.jobs ||
 		    s.jobs_by_engines < last.jobs_by_engines ||
 		    s.jobs_by_waiters < last.jobs_by_waiters || s.failed_jobs < last.failed_jobs)
@@ -468,7 +468,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 10; i++)
 			sum[i] += v[i];
 	}
-	zf_engines_get_stats(engines, &s);
+	zf_engines_get_stats(engines, &s, sizeof(s));
 	printf("engine_stress: %.1f s: %llu batches, %llu jobs (%llu by engines, %llu by "
 	       "waiters), %llu units round-tripped (%llu MiB), %llu -E2BIG, %llu -EINVAL, "
 	       "%llu -EBADMSG, %llu split batches, %llu batch renewals, %llu stats reads\n",

@@ -451,7 +451,7 @@ static void *stats_main(void *arg)
 		fail("out of memory");
 	memset(&prev, 0, sizeof(prev));
 	while (!atomic_load(&stop_helpers)) {
-		zf_region_get_stats(region, &st);
+		zf_region_get_stats(region, &st, sizeof(st));
 #define MONO(f)                                                                                    \
 	if (st.f < prev.f)                                                                         \
 		fail("stats: " #f " fell from %llu to %llu", U(prev.f), U(st.f));
@@ -573,7 +573,7 @@ static int run_config(const struct config *c)
 	}
 	for (size_t p = 0; p < npages; p++)
 		check_page(p, "at the end, after a pageout of everything");
-	zf_region_get_stats(region, &st);
+	zf_region_get_stats(region, &st, sizeof(st));
 	if (st.fault_fail)
 		fail("fault_fail %llu", U(st.fault_fail));
 	if (st.resident_max > LIMIT_BYTES + BATCH_BYTES)
@@ -597,7 +597,7 @@ static int run_config(const struct config *c)
 	       U(st.copy_eagain), U(st.copy_eexist), U(st.fault_p50_ns), U(st.fault_p99_ns),
 	       U(atomic_load(&stats_reads)));
 	zf_region_destroy(region);
-	zf_store_get_stats(store, &ss);
+	zf_store_get_stats(store, &ss, sizeof(ss));
 	if (ss.stored_pages)
 		fail("after zf_region_destroy() the store still holds %llu pages",
 		     U(ss.stored_pages));

@@ -560,7 +560,7 @@ static void *stats_main(void *arg)
 	while (atomic_load(&workers_done) < (int)nthreads) {
 		zf_store_stats st;
 
-		zf_store_get_stats(store, &st);
+		zf_store_get_stats(store, &st, sizeof(st));
 		check_snapshot(&st, &last);
 		last = st;
 		stats_reads++;
@@ -679,7 +679,7 @@ static void check_end(struct worker *ws)
 		sum.swpin_units[__builtin_ctz(shared_unit() / PAGE)]++;
 	}
 
-	zf_store_get_stats(store, &st);
+	zf_store_get_stats(store, &st, sizeof(st));
 	printf("store_stress: %s: %llu pages stored (%llu same-filled, %llu incompressible, "
 	       "%llu written back), pool %llu KiB (max %llu), %llu pages ever written back, "
 	       "%llu limit hits, %llu puts refused\n",
@@ -729,7 +729,7 @@ static void check_end(struct worker *ws)
 	}
 	if (zf_store_invalidate(store, SHARED_OWNER, 0, SHARED_PAGES) != (long)shared_units)
 		fail("the shared owner's units changed at the end");
-	zf_store_get_stats(store, &st);
+	zf_store_get_stats(store, &st, sizeof(st));
 	if (st.stored_pages || st.same_filled_pages || st.stored_incompressible_pages ||
 	    st.written_back_pages || st.orig_data_size || st.compr_data_size)
 		fail("all invalidated: stored %llu, same-filled %llu, incompressible %llu, written "
@@ -738,7 +738,7 @@ static void check_end(struct worker *ws)
 		     U(st.written_back_pages), U(st.orig_data_size), U(st.compr_data_size));
 	if (zf_store_compact(store) < 0)
 		fail("compact failed");
-	zf_store_get_stats(store, &st);
+	zf_store_get_stats(store, &st, sizeof(st));
 	if (st.mem_used_total)
 		fail("all invalidated and compacted: the pool still uses %llu bytes",
 		     U(st.mem_used_total));

@@ -362,7 +362,7 @@ static void *stats_main(void *arg)
 	while (atomic_load(&workers_done) < (int)nthreads) {
 		zf_pool_stats s;
 
-		zf_pool_get_stats(pool, &s);
+		zf_pool_get_stats(pool, &s, sizeof(s));
 		if (s.mem_used_total != s.pages_used * ZF_PAGE_SIZE)
 			fail("stats: mem_used_total %llu, pages_used %llu",
 			     (unsigned long long)s.mem_used_total,
@@ -384,7 +384,7 @@ static void *stats_main(void *arg)
 			for (unsigned i = 0; i < nclasses; i++) {
 				zf_pool_class_stats c;
 
-				if (zf_pool_class_stats_get(pool, i, &c))
+				if (zf_pool_class_stats_get(pool, i, &c, sizeof(c)))
 					fail("class_stats_get(%u) failed", i);
 				if (c.objs_used > c.objs_allocated ||
 				    c.objs_allocated % c.objs_per_zspage ||
@@ -430,11 +430,11 @@ static void check_quiet(struct worker *ws, const char *when)
 		objects++;
 		bytes += mailbox[i].size;
 	}
-	zf_pool_get_stats(pool, &s);
+	zf_pool_get_stats(pool, &s, sizeof(s));
 	for (unsigned i = 0; i < nclasses; i++) {
 		zf_pool_class_stats c;
 
-		if (zf_pool_class_stats_get(pool, i, &c))
+		if (zf_pool_class_stats_get(pool, i, &c, sizeof(c)))
 			fail("class_stats_get(%u) failed", i);
 		class_objects += c.objs_used;
 		class_pages += c.pages_used;
@@ -524,7 +524,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)sum[0], (unsigned long long)sum[7], (unsigned long long)sum[8],
 	       (unsigned long long)sum[1], (unsigned long long)sum[2], (unsigned long long)sum[3],
 	       (unsigned long long)sum[4], (unsigned long long)sum[5], (unsigned long long)sum[6]);
-	zf_pool_get_stats(pool, &s);
+	zf_pool_get_stats(pool, &s, sizeof(s));
 	printf("zpool_stress: %llu compact calls gave back %llu pages (%llu by all compactions, "
 	       "%llu passes); %llu stats snapshots, %llu with mem_used_max < mem_used_total "
 	       "(not an error: see the top of the file)\n",
@@ -547,7 +547,7 @@ int main(int argc, char **argv)
 		zf_pool_free(pool, mailbox[i].handle);
 	/* Empty zspages may keep their pages warm for reuse; a compaction gives them back. */
 	zf_pool_compact(pool);
-	zf_pool_get_stats(pool, &s);
+	zf_pool_get_stats(pool, &s, sizeof(s));
 	if (s.objects || s.compr_data_size || s.pages_used || s.warm_pages)
 		fail("all freed: %llu objects, %llu bytes, %llu pages left",
 		     (unsigned long long)s.objects, (unsigned long long)s.compr_data_size,

@@ -276,7 +276,7 @@ zf_region_stats rst(zf_region *r)
 	zf_region_stats s;
 
 	memset(&s, 0, sizeof(s));
-	zf_region_get_stats(r, &s);
+	zf_region_get_stats(r, &s, sizeof(s));
 	return s;
 }
 
@@ -285,7 +285,7 @@ zf_store_stats sst(zf_store *s)
 	zf_store_stats st;
 
 	memset(&st, 0, sizeof(st));
-	zf_store_get_stats(s, &st);
+	zf_store_get_stats(s, &st, sizeof(st));
 	return st;
 }
 

@@ -86,7 +86,7 @@ static zf_store_stats stats_of(zf_store *s)
 {
 	zf_store_stats st;
 
-	zf_store_get_stats(s, &st);
+	zf_store_get_stats(s, &st, sizeof(st));
 	return st;
 }
 

@@ -174,7 +174,7 @@ static void check_stats(zf_engines *e, uint64_t batches, uint64_t jobs, uint64_t
 {
 	zf_engines_stats s;
 
-	zf_engines_get_stats(e, &s);
+	zf_engines_get_stats(e, &s, sizeof(s));
 	assert_int_equal(s.batches, batches);
 	assert_int_equal(s.jobs, jobs);
 	assert_int_equal(s.jobs_by_engines + s.jobs_by_waiters, jobs);
@@ -332,10 +332,10 @@ static void test_bad_arguments(void **state)
 	check_stats(e, 1, 1, 1);
 
 	memset(&s, 0xff, sizeof(s));
-	zf_engines_get_stats(NULL, &s);
+	zf_engines_get_stats(NULL, &s, sizeof(s));
 	assert_int_equal(s.batches + s.jobs + s.jobs_by_engines + s.jobs_by_waiters + s.failed_jobs,
 			 0);
-	zf_engines_get_stats(e, NULL);
+	zf_engines_get_stats(e, NULL, 0);
 	assert_int_equal(zf_engines_count(NULL), 0);
 	zf_batch_destroy(NULL);
 	zf_engines_destroy(NULL);
@@ -381,7 +381,7 @@ static void test_no_help_and_checksum(void **state)
 			else
 				assert_true(jobs[i].checksum == 0);
 		}
-		zf_engines_get_stats(e, &st);
+		zf_engines_get_stats(e, &st, sizeof(st));
 		assert_int_equal(st.jobs, N);
 		assert_int_equal(st.jobs_by_waiters, n_engines ? 0 : N);
 		assert_int_equal(st.jobs_by_engines, n_engines ? N : 0);
@@ -711,7 +711,7 @@ static void test_urgent_first(void **state)
 	assert_int_equal(w.units, 512);
 	assert_int_equal(zf_batch_submit(big, w.cjobs, w.units), 0);
 	assert_int_equal(zf_batch_submit(urgent, &u.djobs[0], 1), 0);
-	zf_engines_get_stats(e, &s);
+	zf_engines_get_stats(e, &s, sizeof(s));
 	engine_set_budget(e, 1);
 	wait_budget_spent(e);
 	/* The engine took the urgent job: its waiter has nothing left to run. */
@@ -720,7 +720,7 @@ static void test_urgent_first(void **state)
 	{
 		zf_engines_stats t;
 
-		zf_engines_get_stats(e, &t);
+		zf_engines_get_stats(e, &t, sizeof(t));
 		assert_int_equal(t.jobs_by_engines - s.jobs_by_engines, 1);
 		assert_int_equal(t.jobs_by_waiters, s.jobs_by_waiters);
 		s = t;
@@ -731,7 +731,7 @@ static void test_urgent_first(void **state)
 	{
 		zf_engines_stats t;
 
-		zf_engines_get_stats(e, &t);
+		zf_engines_get_stats(e, &t, sizeof(t));
 		assert_int_equal(t.jobs_by_engines, s.jobs_by_engines);
 		assert_int_equal(t.jobs_by_waiters, s.jobs_by_waiters + 1);
 	}
@@ -769,7 +769,7 @@ static void *urgent_thread(void *p)
 	a->create_ret = zf_batch_create(a->e, ZF_BATCH_URGENT, &b);
 	if (a->create_ret == 0) {
 		a->run_ret = zf_batch_run(b, a->job, 1);
-		zf_engines_get_stats(a->e, &a->after);
+		zf_engines_get_stats(a->e, &a->after, sizeof(a->after));
 		zf_batch_destroy(b);
 	}
 	return NULL;
@@ -799,7 +799,7 @@ static void test_urgent_from_thread(void **state)
 	work_prepare_decompress(&u);
 	zf_batch_destroy(b);
 
-	zf_engines_get_stats(e, &s);
+	zf_engines_get_stats(e, &s, sizeof(s));
 	engine_set_budget(e, 256);
 	work_init(&w, codec, FOLIO, 4096, 12);
 	assert_int_equal(zf_batch_submit(big, w.cjobs, w.units), 0);

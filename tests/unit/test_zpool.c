@@ -104,7 +104,7 @@ static zf_pool_class_stats class_def(zf_pool *pool, unsigned i)
 {
 	zf_pool_class_stats cs;
 
-	assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
+	assert_int_equal(zf_pool_class_stats_get(pool, i, &cs, sizeof(cs)), 0);
 	return cs;
 }
 
@@ -170,7 +170,7 @@ static void test_every_class(void **state)
 	for (unsigned i = 0; i < n; i++) {
 		zf_pool_class_stats cs;
 
-		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
+		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs, sizeof(cs)), 0);
 		len[2 * i] = cs.max_object;
 		len[2 * i + 1] = i ? class_def(pool, i - 1).max_object + 1 : 1;
 	}
@@ -179,7 +179,7 @@ static void test_every_class(void **state)
 		bytes += len[i];
 	}
 	check_all_classes(pool);
-	zf_pool_get_stats(pool, &st);
+	zf_pool_get_stats(pool, &st, sizeof(st));
 	assert_int_equal(st.objects, 2 * n);
 	assert_int_equal(st.compr_data_size, bytes);
 	assert_int_equal(st.mem_used_total, st.pages_used * ZF_PAGE_SIZE);
@@ -190,19 +190,19 @@ static void test_every_class(void **state)
 	for (unsigned i = 0; i < n; i++) {
 		zf_pool_class_stats cs;
 
-		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs), 0);
+		assert_int_equal(zf_pool_class_stats_get(pool, i, &cs, sizeof(cs)), 0);
 		assert_int_equal(cs.objs_used, 2);
 	}
 	for (unsigned i = 0; i < 2 * n; i++)
 		zf_pool_free(pool, h[i]);
-	zf_pool_get_stats(pool, &st);
+	zf_pool_get_stats(pool, &st, sizeof(st));
 	assert_int_equal(st.objects, 0);
 	assert_int_equal(st.compr_data_size, 0);
 	/* Empty zspages keep up to warm_pages_max pages for reuse; compaction returns them. */
 	assert_int_equal(st.pages_used, st.warm_pages);
 	assert_true(st.warm_pages > 0 && st.warm_pages <= ZF_UNIT_MAX / ZF_PAGE_SIZE);
 	assert_int_equal(zf_pool_compact(pool), st.warm_pages);
-	zf_pool_get_stats(pool, &st);
+	zf_pool_get_stats(pool, &st, sizeof(st));
 	assert_int_equal(st.pages_used, 0);
 	assert_int_equal(st.warm_pages, 0);
 	assert_true(st.mem_used_max > 0);
@@ -283,7 +283,7 @@ static void test_free_many(void **state)
 	zf_pool_free_many(pool, gone, n);
 	zf_pool_free_many(pool, gone, 0);
 	check_all_classes(pool);
-	zf_pool_get_stats(pool, &st);
+	zf_pool_get_stats(pool, &st, sizeof(st));
 	assert_int_equal(st.objects, (N + 2) / 3);
 	assert_int_equal(st.compr_data_size, bytes);
 	for (int i = 0; i < N; i++) {
@@ -331,9 +331,9 @@ static void test_compaction(void **state)
 			zf_pool_read_end(pool, h[i]);
 		}
 	}
-	zf_pool_get_stats(pool, &before);
+	zf_pool_get_stats(pool, &before, sizeof(before));
 	given_back = zf_pool_compact(pool);
-	zf_pool_get_stats(pool, &after);
+	zf_pool_get_stats(pool, &after, sizeof(after));
 	check_all_classes(pool);
 	assert_true(given_back > 0);
 	assert_int_equal(after.pages_used, before.pages_used - given_back);
@@ -456,9 +456,9 @@ static void test_spill(void **state)
 	zf_pool_read_end(pool, hs);
 	zf_pool_read_end(pool, hs);
 	/* Not pinned: spilled, its page given back. */
-	zf_pool_get_stats(pool, &before);
+	zf_pool_get_stats(pool, &before, sizeof(before));
 	assert_int_equal(zf_pool_compact(pool), 1);
-	zf_pool_get_stats(pool, &after);
+	zf_pool_get_stats(pool, &after, sizeof(after));
 	assert_int_equal(zpool_handle_class(pool, hs), i + 1);
 	assert_int_equal(after.pages_used, before.pages_used - 1);
 	assert_int_equal(after.objects, 2);
@@ -514,7 +514,7 @@ static void test_auto_compaction(void **state)
 		h[i] = put_object(pool, 700);
 	for (int i = 0; i < 3000; i += 2)
 		zf_pool_free(pool, h[i]);
-	zf_pool_get_stats(pool, &st);
+	zf_pool_get_stats(pool, &st, sizeof(st));
 	assert_true(st.compactions > 0);
 	assert_true(st.pages_compacted > 0);
 	for (int i = 1; i < 3000; i += 2)
@@ -583,7 +583,7 @@ static void test_failure_injection(void **state)
 		}
 	}
 	assert_true(failures > 0);
-	zf_pool_get_stats(pool, &st);
+	zf_pool_get_stats(pool, &st, sizeof(st));
 	assert_int_equal(st.objects, 0);
 	/* Still usable. */
 	h = put_object(pool, 3000);

@@ -248,7 +248,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 		for (uint64_t i = 0; i < pages; i++)
 			expect[i] = data[i * ZF_PAGE_SIZE + touch_offset(i, k)];
 		if (k == 0)
-			zf_region_get_stats(r, &st0);
+			zf_region_get_stats(r, &st0, sizeof(st0));
 
 		t0 = cli_now_ns();
 		evicted = zf_region_pageout(r, base, size);
@@ -257,7 +257,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 			cli_die(1, "zf_region_pageout: %s", zf_strerror((int)evicted));
 		if ((uint64_t)evicted < res->evicted_min)
 			res->evicted_min = (uint64_t)evicted;
-		zf_store_get_stats(zf_region_store(r), &res->sst);
+		zf_store_get_stats(zf_region_store(r), &res->sst, sizeof(res->sst));
 		if (k >= 0)
 			tout[k] = (double)(t1 - t0) / 1e6;
 
@@ -293,7 +293,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 				mismatch(image, c, base, data, off, ZF_PAGE_SIZE, k, repeat);
 		}
 	}
-	zf_region_get_stats(r, &st1);
+	zf_region_get_stats(r, &st1, sizeof(st1));
 	if (memcmp(base, data, size))
 		mismatch(image, c, base, data, 0, size, repeat - 1, repeat);
 

@@ -26,6 +26,7 @@
  * folios in flight, so that the engines do not wait for the putting thread between
  * folios (the engines=0 store of the speed-up always puts one at a time).
  */
+#define ZF_ADVANCED /* zf_store_put_start/finish for --inflight */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -550,7 +551,7 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		zf_store_destroy(s0);
 	}
 	free(tp);
-	zf_store_get_stats(s, &r->st);
+	zf_store_get_stats(s, &r->st, sizeof(r->st));
 	zf_store_stats_text(s, r->counters, sizeof(r->counters));
 
 	cli_progress("%s %s %s folio %s engines %u: get latency", image, zf_codec_name(codec),

@@ -38,6 +38,7 @@
  * mi_free and mi_collect. A build configured without it (ZF_HAVE_MIMALLOC unset), or a
  * library that does not load, reports mimalloc as absent.
  */
+#define ZF_ADVANCED /* the pool itself */
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -532,7 +533,7 @@ static void run_zpool(const struct staging *s, struct zpool_result *r)
 				s->len[u], zf_strerror(ret));
 	}
 	r->ph[PHASE_FILL].seconds = cli_now() - t0;
-	zf_pool_get_stats(pool, &r->ph[PHASE_FILL].st);
+	zf_pool_get_stats(pool, &r->ph[PHASE_FILL].st, sizeof(r->ph[PHASE_FILL].st));
 	check_stats(s, &r->ph[PHASE_FILL].st, s->n_objects, s->data_bytes, "fill");
 	r->ph[PHASE_FILL].rss_delta = rss_sub(rss_now(), base).rss;
 
@@ -546,14 +547,14 @@ static void run_zpool(const struct staging *s, struct zpool_result *r)
 		handles[u] = 0;
 	}
 	r->ph[PHASE_FREE].seconds = cli_now() - t0;
-	zf_pool_get_stats(pool, &r->ph[PHASE_FREE].st);
+	zf_pool_get_stats(pool, &r->ph[PHASE_FREE].st, sizeof(r->ph[PHASE_FREE].st));
 	check_stats(s, &r->ph[PHASE_FREE].st, s->n_objects - s->n_free, live_bytes, "free");
 	r->ph[PHASE_FREE].rss_delta = rss_sub(rss_now(), base).rss;
 
 	t0 = cli_now();
 	r->compact_pages = zf_pool_compact(pool);
 	r->ph[PHASE_COMPACT].seconds = cli_now() - t0;
-	zf_pool_get_stats(pool, &r->ph[PHASE_COMPACT].st);
+	zf_pool_get_stats(pool, &r->ph[PHASE_COMPACT].st, sizeof(r->ph[PHASE_COMPACT].st));
 	r->ph[PHASE_COMPACT].rss_delta = rss_sub(rss_now(), base).rss;
 
 	verify_pool(pool, s, handles);

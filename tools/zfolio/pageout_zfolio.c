@@ -60,7 +60,7 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 		cli_progress("zfolio %s %s: iteration %d of %d%s", c->codec, ub, k < 0 ? 0 : k + 1,
 			     job->iterations, k < 0 ? " (warm-up)" : "");
 		if (k == 0)
-			zf_region_get_stats(r, &st0);
+			zf_region_get_stats(r, &st0, sizeof(st0));
 		t0 = cli_now_ns();
 		evicted = zf_region_pageout(r, base, job->size);
 		t1 = cli_now_ns();
@@ -71,13 +71,13 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 				"zfolio: note: zfolio %s %s: a pageout of the whole region evicted "
 				"%ld of %llu units (the store refused some, or they were busy)\n",
 				c->codec, ub, evicted, (unsigned long long)(job->size / c->unit));
-		zf_store_get_stats(zf_region_store(r), &sst);
+		zf_store_get_stats(zf_region_store(r), &sst, sizeof(sst));
 		if (k >= 0)
 			res->out_ms[k] = (double)(t1 - t0) / 1e6;
 
 		pageout_swapin(job, res, base, k);
 	}
-	zf_region_get_stats(r, &st1);
+	zf_region_get_stats(r, &st1, sizeof(st1));
 
 	res->orig_bytes = sst.orig_data_size;
 	res->compr_bytes = sst.compr_data_size;
