@@ -189,8 +189,8 @@ static void evict_drop(struct evict *ev, uint64_t upto)
 	uint8_t *ok = ev->ok;
 
 	/*
-	 * Units torn while compressed (serve()) are not kept: what was stored is no content
-	 * they ever had. Each is given back with its pages, as a refused one. (A partly
+	 * Units torn while compressed (region_serve()) are not kept: what was stored is no
+	 * content they ever had. Each is given back with its pages, as a refused one. (A partly
 	 * swapped-in unit is stored from a copy, which tearing cannot make inconsistent, and
 	 * its store entry holds the pages it lacks.)
 	 */

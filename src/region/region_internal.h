@@ -75,7 +75,7 @@ enum unit_state {
 #define F_EVENT (1u << 8) /* an event waits for the transition to end */
 #define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
 #define F_HOT (1u << 10) /* ZF_ADV_HOT: one more pass of the clock hand */
-#define F_TORN (1u << 11) /* a page dropped while the eviction read the unit (serve()) */
+#define F_TORN (1u << 11) /* a page dropped while the eviction read the unit (region_serve()) */
 
 /* What a thread needs to bring a unit in: a store reader (codec context) and a unit buffer. */
 struct fault_ctx {
@@ -134,7 +134,7 @@ struct zf_region {
 	 * The eviction's snapshot: mincore() of the units [snap_first, snap_first + snap_n)
 	 * after they were write-protected. A page present then and missing now was dropped
 	 * by the program meanwhile; the evictor (or an engine) reading it must not wait for
-	 * the eviction it is part of: serve() gives it a zero page, write-protected.
+	 * the eviction it is part of: region_serve() gives it a zero page, write-protected.
 	 */
 	unsigned char *snap;
 	_Atomic uint64_t snap_first, snap_n;

@@ -1,6 +1,6 @@
 /* Description: the region (transparent compressed swap through userfaultfd) from the
- * outside, one case per row of ../shared/UFFD-PITFALLS.md that applies and per behaviour
- * that include/zfolio.h promises. Every case runs both fault-service modes
+ * outside, one case per row of docs/region.md's failure modes that applies and per
+ * behaviour that include/zfolio.h promises. Every case runs both fault-service modes
  * (ZF_FAULT_THREAD, ZF_FAULT_SIGBUS) and several unit sizes (4 KiB, 64 KiB, 2 MiB), on
  * memory filled from the sample image (data/sample.bin.zst), with zero and same-filled
  * pages and units among it, so that compression is real.

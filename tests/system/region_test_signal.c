@@ -169,7 +169,7 @@ static int signal_child(const struct cfg *c)
 			CHECK(s_tid == s_helper_tid,
 			      "a process-directed SIGUSR1 ran in thread %d, not in the only "
 			      "program thread that does not block it (%d): a zfolio thread does "
-			      "not block async signals (UFFD-PITFALLS row 6)",
+			      "not block async signals (docs/region.md, failure modes, row 6)",
 			      (int)s_tid, (int)s_helper_tid);
 		}
 		sem_post(&s_helper_quit);

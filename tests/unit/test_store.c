@@ -1391,7 +1391,8 @@ static void test_writeback_backing_full(void **state)
 	assert_true(st.mem_used_total <= 24 * PAGE + POOL_WARM_MAX);
 	/*
 	 * Nothing more fits. The header says writeback returns the pages written (>= 0) or
-	 * -ENODEV; store.c returns the error (-ENOSPC) when not one page could be written.
+	 * -ENODEV; store_writeback.c returns the error (-ENOSPC) when not one page could be
+	 * written.
 	 */
 	r = zf_store_writeback(m.s, UINT64_MAX);
 	assert_true(r == 0 || r == -ENOSPC);
