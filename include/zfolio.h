@@ -49,7 +49,7 @@ extern "C" {
 #define ZF_API __attribute__((visibility("default")))
 
 #define ZF_VERSION_MAJOR 0
-#define ZF_VERSION_MINOR 1
+#define ZF_VERSION_MINOR 2
 #define ZF_VERSION_PATCH 0
 #define ZF_VERSION_NUMBER (ZF_VERSION_MAJOR * 10000 + ZF_VERSION_MINOR * 100 + ZF_VERSION_PATCH)
 
