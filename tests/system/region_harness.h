@@ -54,7 +54,7 @@ enum { PASS = 0, FAIL = 1, SKIP = 77 };
 
 extern const char *case_name;
 extern char phase[200];
-extern const uint8_t *sample; /* the sample image, or NULL: text-like pages instead */
+extern const uint8_t *sample; /* the sample image, or NULL: text pages instead */
 extern size_t sample_pages;
 extern int failures; /* of child configurations, in the parent of a case */
 
@@ -109,9 +109,9 @@ void fill_u64(uint8_t *p, size_t len, uint64_t v);
  * Page `page` of a region (units of upages pages) at version ver. Version 0 is the zero
  * page (memory never written). Version 1 has whole zero units (unit % 7 == 3), zero pages
  * and half-zero pages; every version has whole same-filled units (unit % 7 == 5) and
- * same-filled pages; the rest are pages of the sample image stamped with (page, version).
- * Versions >= 2 are never zero, and any two versions of a page differ, so that a lost
- * write or a page dropped to zeros always shows.
+ * same-filled pages; the rest are pages of the sample image (or of text, without it)
+ * stamped with (page, version). Versions >= 2 are never zero, and any two versions of a
+ * page differ, so that a lost write or a page dropped to zeros always shows.
  */
 void gen_page(uint8_t *p, uint64_t page, uint32_t ver, unsigned upages);
 int page_is_zero(const uint8_t *p);

@@ -14,7 +14,8 @@
  *
  * Covered: puts of 4 KiB, 16 KiB, 64 KiB and 2 MiB folios in split mode and in unit
  * modes 16k, 64k and 2m (a folio smaller than the unit is one unit of its own size; a
- * larger one is cut), of sample-image data (data/sample.bin.zst) and synthetic pages
+ * larger one is cut), of sample-image data (data/sample.bin.zst; text pages in a build
+ * without zstd, which cannot read it) and synthetic pages
  * (zero, same-filled with an 8-byte value, random from a fixed seed, text, half text);
  * same-filled pages (no pool memory); incompressible units (kept raw, or -E2BIG with
  * reject_incompressible: nothing stored, the keys keep their old content: a folio is
@@ -71,7 +72,8 @@
  */
 #define POOL_WARM_MAX ((uint64_t)512 * PAGE)
 
-/* The sample image, loaded once for the whole group. */
+/* The sample image, loaded once for the whole group (or pages that stand in for it). */
+#define STANDIN_PAGES 2048u
 static zf_image *sample_img;
 static const uint8_t *sample;
 static size_t sample_pages;
@@ -769,10 +771,29 @@ static int group_setup(void **state)
 	const char *base = getenv("TMPDIR");
 
 	(void)state;
-	if (zf_image_open(ZF_TEST_DATA "/sample.bin.zst", 0, &sample_img))
-		return -1;
-	sample = zf_image_data(sample_img);
-	sample_pages = zf_image_size(sample_img) / PAGE;
+	if (ZF_IMAGE_ZSTD) {
+		if (zf_image_open(ZF_TEST_DATA "/sample.bin.zst", 0, &sample_img))
+			return -1;
+		sample = zf_image_data(sample_img);
+		sample_pages = zf_image_size(sample_img) / PAGE;
+	} else {
+		/*
+		 * The sample is a .zst file, which a build without zstd cannot read: text
+		 * pages stand in for it. They compress, less well than the sample (lz4:
+		 * 1.6x, the sample 2.7x), and every case checks the store against the model
+		 * whatever the data is.
+		 */
+		uint8_t *standin = malloc(STANDIN_PAGES * PAGE);
+
+		if (!standin)
+			return -1;
+		for (size_t i = 0; i < STANDIN_PAGES; i++)
+			fill_text(standin + i * PAGE, PAGE, 0x5a3913 + i);
+		print_message("this build has no zstd to read the sample image: text pages "
+			      "stand in for it\n");
+		sample = standin;
+		sample_pages = STANDIN_PAGES;
+	}
 	snprintf(tmpdir, sizeof(tmpdir), "%s/zf-store-XXXXXX",
 		 base && strlen(base) < 40 ? base : "/tmp");
 	return mkdtemp(tmpdir) ? 0 : -1;
@@ -781,7 +802,10 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	zf_image_close(sample_img);
+	if (sample_img)
+		zf_image_close(sample_img);
+	else
+		free((void *)sample);
 	return rmdir(tmpdir); /* fails, and so fails the run, if a test left a file behind */
 }
 
@@ -2079,11 +2103,5 @@ int main(void)
 		cmocka_unit_test(test_limit_writeback),
 	};
 
-	if (!ZF_IMAGE_ZSTD) {
-		/* Most cases store the sample's pages, and the sample is a .zst file. */
-		printf("SKIP: this build reads raw images only (no zstd), and the sample is "
-		       ".zst\n");
-		return 77;
-	}
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
