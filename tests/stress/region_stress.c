@@ -49,6 +49,7 @@
 #include "zfolio.h"
 #include "image.h"
 #include "stress.h"
+#include "../unit/codec_pick.h"
 
 #define DEFAULT_THREADS 4
 #define DEFAULT_ITER (SANITIZED ? 600 : 1000)
@@ -502,6 +503,7 @@ static int run_config(const struct config *c)
 	if (!w)
 		fail("out of memory");
 	zf_store_options_init(&so);
+	so.codec = test_codec_name();
 	so.unit = c->unit > PAGE ? c->unit : 0;
 	so.engines = nengines;
 	ret = zf_store_create(&so, &store);

@@ -51,6 +51,7 @@
 #include "zfolio.h"
 #include "image.h"
 #include "stress.h"
+#include "../unit/codec_pick.h"
 
 #define DEFAULT_THREADS 4
 #define DEFAULT_ITER (SANITIZED ? 300 : 1500)
@@ -636,7 +637,8 @@ static void check_end(struct worker *ws)
 	memset(&sum, 0, sizeof(sum));
 	memset(&e, 0, sizeof(e));
 	e.cbuf = malloc(ZF_UNIT_MAX);
-	if (!buf || !e.cbuf || zf_codec_find("lz4", &codec) || zf_codec_ctx_create(codec, &e.ctx))
+	if (!buf || !e.cbuf || zf_codec_find(test_codec_name(), &codec) ||
+	    zf_codec_ctx_create(codec, &e.ctx))
 		fail("out of memory");
 	for (unsigned t = 0; t < nthreads; t++) {
 		struct worker *w = &ws[t];
@@ -760,6 +762,7 @@ static void run(uint32_t unit, const char *backing_dir)
 	if (!ws)
 		fail("out of memory");
 	zf_store_options_init(&o);
+	o.codec = test_codec_name(); /* check_end() finds stored lengths with it */
 	o.unit = unit;
 	o.engines = nengines;
 	o.max_pool_bytes = pool_bytes;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "region_harness.h"
+#include "../unit/codec_pick.h"
 #include "../unit/testutil.h" /* fill_text() */
 
 const char *case_name = "";
@@ -186,6 +187,7 @@ zf_region_options ropts(enum zf_fault_mode mode, uint32_t unit)
 	zf_region_options o;
 
 	zf_region_options_init(&o);
+	o.codec = test_codec_name(); /* for a store of the region's own */
 	o.unit = unit;
 	o.fault_mode = mode;
 	o.owner = OWNER;
@@ -204,12 +206,18 @@ zf_store *store_make_with(zf_store_options so, uint32_t unit, unsigned engines)
 	return s;
 }
 
-zf_store *store_make(uint32_t unit, unsigned engines)
+zf_store_options sopts(void)
 {
 	zf_store_options so;
 
 	zf_store_options_init(&so);
-	return store_make_with(so, unit, engines);
+	so.codec = test_codec_name();
+	return so;
+}
+
+zf_store *store_make(uint32_t unit, unsigned engines)
+{
+	return store_make_with(sopts(), unit, engines);
 }
 
 static int uffd_unavailable(int err)

@@ -130,7 +130,12 @@ struct rg {
 	unsigned upages, order;
 };
 
+/*
+ * Options with the defaults but for the codec: the tests' (../unit/codec_pick.h), as a
+ * build without lz4 refuses the default one.
+ */
 zf_region_options ropts(enum zf_fault_mode mode, uint32_t unit);
+zf_store_options sopts(void);
 /* A store for a region of this unit (unit mode, or split mode for 4 KiB units). */
 zf_store *store_make_with(zf_store_options so, uint32_t unit, unsigned engines);
 zf_store *store_make(uint32_t unit, unsigned engines);

@@ -259,7 +259,7 @@ static void full_one(uint32_t unit, unsigned engines)
 	long n;
 
 	set_phase("full %s, %u engines", unit_name(unit), engines);
-	zf_store_options_init(&so);
+	so = sopts();
 	so.max_pool_bytes = MiB(2);
 	so.when_full = ZF_STORE_REJECT;
 	s = store_make_with(so, unit, engines);
@@ -307,7 +307,7 @@ static void incompressible_one(uint32_t unit, unsigned engines)
 	long n;
 
 	set_phase("incompressible %s, %u engines", unit_name(unit), engines);
-	zf_store_options_init(&so);
+	so = sopts();
 	so.reject_incompressible = 1;
 	s = store_make_with(so, unit, engines);
 	rg_open(&g, &o, MiB(8) / TSAN_DIV, s);

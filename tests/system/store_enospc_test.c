@@ -33,6 +33,7 @@
 
 #include "zfolio.h"
 #include "tinyfs.h"
+#include "../unit/codec_pick.h"
 
 enum { PASS = 0, FAIL = 1, SKIP = 77 };
 
@@ -117,6 +118,7 @@ static int run_writeback(void)
 	int ret;
 
 	zf_store_options_init(&o);
+	o.codec = test_codec_name();
 	o.backing_path = tinyfs_dir;
 	/*
 	 * Twice what the filesystem holds: the file has slots the filesystem cannot back,
@@ -235,6 +237,7 @@ static int run_policy(void)
 	int ret;
 
 	zf_store_options_init(&o);
+	o.codec = test_codec_name();
 	o.unit = K64;
 	o.engines = 2;
 	o.max_pool_bytes = 256u << 10;

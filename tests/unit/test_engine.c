@@ -32,6 +32,7 @@
 #include "../../src/common/checksum.h"
 #include "../../src/engine/engine.h"
 #include "testutil.h"
+#include "codec_pick.h"
 
 #define FOLIO ((size_t)2 << 20)
 
@@ -358,7 +359,7 @@ static void test_no_help_and_checksum(void **state)
 	(void)state;
 	assert_non_null(src);
 	assert_non_null(dst);
-	assert_int_equal(zf_codec_find("lz4", &codec), 0);
+	assert_int_equal(zf_codec_find(test_codec_name(), &codec), 0);
 	fill_mixed(src, N * UNIT, 7);
 	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2) {
 		zf_engines *e = new_engines(n_engines);
@@ -424,7 +425,7 @@ static void log_completion(zf_job *job)
  */
 static void test_completion(void **state)
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 	static struct completion_log log;
 	struct work w;
 
@@ -540,10 +541,10 @@ static void engine_dst_case(const zf_codec *codec, unsigned n_engines, size_t un
 	work_free(&w);
 }
 
-/* Runs a ZF_JOB_ENGINE_DST case with lz4 on 0 and 2 engines, 4 KiB and 64 KiB units. */
+/* Runs a ZF_JOB_ENGINE_DST case with the tests' codec, 0 and 2 engines, 4k and 64k units. */
 static void each_engine_dst_case(void (*run)(const zf_codec *, unsigned, size_t))
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 
 	for (unsigned n_engines = 0; n_engines <= 2; n_engines += 2)
 		for (size_t unit = 4096; unit <= 65536; unit *= 16)
@@ -631,7 +632,7 @@ static void test_engine_dst_flush(void **state)
 
 static void test_batch_reuse(void **state)
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 	zf_engines *e;
 	zf_batch *b;
 	struct work w;
@@ -690,7 +691,7 @@ static void wait_budget_spent(zf_engines *e)
  */
 static void test_urgent_first(void **state)
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 	zf_engines *e;
 	zf_batch *big, *urgent, *small;
 	struct work w, u;
@@ -782,7 +783,7 @@ static void *urgent_thread(void *p)
  */
 static void test_urgent_from_thread(void **state)
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 	struct urgent_arg a = { 0 };
 	zf_engines_stats s;
 	zf_engines *e;
@@ -832,7 +833,7 @@ static void test_urgent_from_thread(void **state)
 /* Destroy with work queued (held) and with engines running: the waiters finish it. */
 static void test_destroy_with_work(void **state)
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 	zf_engines *e;
 	zf_batch *b, *b2;
 	struct work w, w2;
@@ -881,7 +882,7 @@ static void test_destroy_with_work(void **state)
 
 static void test_create_destroy_cycles(void **state)
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 	struct work w;
 
 	(void)state;
@@ -1037,7 +1038,7 @@ static void *producer_main(void *p)
 
 static void test_stats_many_producers(void **state)
 {
-	const zf_codec *codec = codec_or_skip("lz4");
+	const zf_codec *codec = codec_or_skip(test_codec_name());
 	struct producer pr[4];
 	uint64_t batches = 0, jobs = 0, failed = 0;
 	zf_engines *e;
