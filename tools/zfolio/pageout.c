@@ -587,7 +587,7 @@ int cmd_pageout(int argc, char **argv)
 			}
 		}
 	}
-	if (n_cfgs == 0)
+	if (n_cfgs <= 0)
 		cli_die(EXIT_USAGE, "nothing to run");
 
 	/* Before any output or change: can every run go? */
