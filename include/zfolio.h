@@ -49,7 +49,7 @@ extern "C" {
 #define ZF_API __attribute__((visibility("default")))
 
 #define ZF_VERSION_MAJOR 0
-#define ZF_VERSION_MINOR 2
+#define ZF_VERSION_MINOR 3
 #define ZF_VERSION_PATCH 0
 #define ZF_VERSION_NUMBER (ZF_VERSION_MAJOR * 10000 + ZF_VERSION_MINOR * 100 + ZF_VERSION_PATCH)
 
@@ -67,10 +67,10 @@ ZF_API const char *zf_strerror(int err);
  * default) ZF_LOG_ERROR lines go to stderr, prefixed "zfolio: ", and the other levels
  * nowhere: errors are broken invariants and the message before failing closed (a region
  * fault that cannot be served, on a page that cannot be poisoned, aborts the process),
- * which must not go unsaid. One message bypasses fn: in SIGBUS mode a fault that cannot
- * be served is reported from the signal handler with write(2) to stderr, as no sink can
- * be called safely there. Not thread-safe against concurrent library calls: set it
- * once at start.
+ * which must not go unsaid. fn is never called from a signal handler: in SIGBUS mode the
+ * region's service thread logs a fault that cannot be served, while the faulting thread
+ * waits (up to a second) before its SIGBUS goes on. Not thread-safe against concurrent
+ * library calls: set it once at start.
  */
 enum zf_log_level { ZF_LOG_ERROR = 0, ZF_LOG_WARN = 1, ZF_LOG_INFO = 2, ZF_LOG_DEBUG = 3 };
 typedef void zf_log_fn(enum zf_log_level level, const char *msg, void *arg);
@@ -380,14 +380,29 @@ ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
  * zf_region_pageout() (madvise(MADV_PAGEOUT)'s analog) or when the resident bytes pass
  * the residency limit (a reclaim thread, second-chance clock over units).
  *
- * Memory the program never wrote reads as zeros, as anonymous memory does; a
- * madvise(MADV_DONTNEED) inside the region drops what zfolio kept for those pages, and
- * munmap() of part of the region drops that part. A region is not inherited by a
- * child after fork() (MADV_DONTFORK: the child faults with SIGSEGV if it touches it);
- * see zf_region_options.fault_mode for what the fast mode costs.
+ * Memory the program never wrote reads as zeros, as anonymous memory does. What the
+ * program may do to region memory, at any moment, from any thread, while zfolio pages
+ * it (zf_region_pageout(), zf_region_advise(), the reclaim thread, swap-ins):
+ *   - madvise(MADV_DONTNEED or MADV_FREE): the pages read as zeros once the call returns,
+ *     evicted or not, and what zfolio kept of them is dropped;
+ *   - munmap() of any part: that part leaves the region; memory the program maps there
+ *     afterwards (MAP_FIXED) is its own, and zfolio never touches it;
+ *   - mremap() moving any part away: the memory leaves the region with its content,
+ *     evicted units included, and is the program's plain memory from then on, also when
+ *     it is moved back into the region's range. It stays registered with the region's
+ *     userfaultfd until zf_region_destroy() (its first touches of never-written pages
+ *     are served by the region, as zero pages);
+ *   - mprotect(): allowed; a unit the kernel will not move out (part of it read-only)
+ *     stays resident;
+ *   - fork(): the child does not get the region (MADV_DONTFORK: it faults with SIGSEGV if
+ *     it touches it); the parent loses nothing.
+ * Each of these either works as it would on plain memory or leaves a unit resident; none
+ * loses a write, brings back dropped data or crashes zfolio. See docs/region.md, "What
+ * the program may do", and zf_region_options.fault_mode for what the fast mode costs.
  *
- * Needs userfaultfd: root, or /dev/userfaultfd access, or vm.unprivileged_userfaultfd;
- * zf_region_create() returns -EPERM or -ENOSYS when the kernel refuses it.
+ * Needs userfaultfd with UFFDIO_MOVE (Linux 6.8): root, or /dev/userfaultfd access, or
+ * vm.unprivileged_userfaultfd; zf_region_create() returns -EPERM or -ENOSYS when the
+ * kernel refuses it, -ENOTSUP when it lacks a feature.
  */
 typedef struct zf_region zf_region;
 
@@ -477,8 +492,9 @@ ZF_API int zf_region_create(zf_store *store, size_t size, const zf_region_option
 /*
  * Tears the region down: stops reclaim and readahead, unregisters the memory (threads
  * faulting on it at that moment are woken and see zeros where units were evicted: they
- * are using memory being freed), joins the service threads, unmaps it and drops its
- * units from the store.
+ * are using memory being freed), joins the service threads, handles the program's
+ * events left (memory moved out gets its data), closes the userfaultfd (memory moved
+ * out is then plain memory), unmaps the region and drops its units from the store.
  */
 ZF_API void zf_region_destroy(zf_region *region);
 ZF_API void *zf_region_base(const zf_region *region);
@@ -488,11 +504,11 @@ ZF_API zf_store *zf_region_store(const zf_region *region);
 
 /*
  * Evicts every resident unit that [addr, addr + len) touches (a partly covered unit
- * goes whole): write-protects it, stores it, drops its pages. A unit the store refuses
- * (full, incompressible with reject_incompressible, no memory) stays resident and counts
- * in reject. Returns the number of units evicted, or -EINVAL (range outside the region),
- * -ENOMEM (the calling thread could not be registered as one of zfolio's while it
- * evicts: nothing was evicted).
+ * goes whole): moves its pages out of the program's mapping (UFFDIO_MOVE: an access
+ * meanwhile waits), stores them, drops them. A unit the store refuses (full,
+ * incompressible with reject_incompressible, no memory) or the kernel will not move
+ * stays resident and counts in reject. Returns the number of units evicted, or -EINVAL
+ * (range outside the region).
  */
 ZF_API long zf_region_pageout(zf_region *region, void *addr, size_t len);
 
@@ -521,12 +537,11 @@ typedef struct zf_region_stats {
 	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* per-page swap-ins, by the unit's size */
 	uint64_t pgmajfault; /* faults served from the store */
 	uint64_t pgfault_zero; /* faults served with zeros (memory never written) */
-	uint64_t wp_faults; /* writes to write-protected pages (eviction, clean copies) */
+	uint64_t wp_faults; /* writes to write-protected pages (clean copies) */
 	uint64_t fault_waits; /* faults that waited for an eviction or another swap-in */
 	uint64_t limit_waits; /* faults that waited for reclaim (at limit + batch) */
 	uint64_t evict_pageout, evict_reclaim; /* units evicted, by cause */
-	uint64_t reject; /* units the store refused, or torn: they stayed resident */
-	uint64_t evict_torn; /* of those, units a page of which was dropped while compressed */
+	uint64_t reject; /* units the store refused or the kernel kept: they stayed resident */
 	uint64_t clean_kept; /* swap-ins that kept their stored copy */
 	uint64_t clean_evict; /* evictions of clean units: no compression */
 	uint64_t clean_dropped; /* clean copies dropped by a write */

@@ -66,6 +66,34 @@ void zf_region_options_init(zf_region_options *o)
 
 static _Atomic uint32_t next_owner = 0x52000000u;
 
+/*
+ * Anonymous memory like the region's: eviction moves pages between the region and its
+ * staging areas (UFFDIO_MOVE), which the kernel allows only between mappings of the same
+ * kind. The staging areas own whole page tables (aligned to 2 MiB, a multiple of it), so
+ * that no move ever shares a page table with the program's own memory.
+ */
+static uint8_t *map_anonymous(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static uint8_t *map_staging(size_t len)
+{
+	const size_t align = ZF_UNIT_MAX;
+	uint8_t *p = map_anonymous(len + align), *q;
+
+	if (!p)
+		return NULL;
+	q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+	if (q > p)
+		munmap(p, (size_t)(q - p));
+	munmap(q + len, (size_t)(p + align - q));
+	return q;
+}
+
 static int region_setup_store(zf_region *r, zf_store *store)
 {
 	zf_store_options so;
@@ -136,6 +164,9 @@ static int region_start(zf_region *r)
 		r->nthreads++;
 	}
 	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
+		r->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (r->log_fd < 0)
+			return -errno;
 		for (int i = 0; i < RG_SIG_CTXS; i++) {
 			TRY(region_fault_ctx_init(r, &r->sig_ctx[i]));
 			r->sig_ctx[i].in_signal = 1;
@@ -183,7 +214,7 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	r = calloc(1, sizeof(*r));
 	RETURN_IF(!r, -ENOMEM);
 	r->o = *options;
-	r->uffd = r->stop_fd = -1;
+	r->uffd = r->stop_fd = r->log_fd = -1;
 	r->slot = -1;
 	r->unit = options->unit;
 	r->unit_pages = r->unit / RG_PAGE;
@@ -202,15 +233,10 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	pthread_mutex_init(&r->advise_lock, NULL);
 	pthread_cond_init(&r->bg_cond, NULL);
 	r->state = calloc(r->nunits, sizeof(*r->state));
-	r->snap = malloc(RG_CHUNK / RG_PAGE + r->unit_pages);
-	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (r->base == MAP_FAILED) {
-		r->base = NULL;
-		ret = -ENOMEM;
-		goto fail;
-	}
-	ret = !r->state || !r->snap ? -ENOMEM : 0;
+	r->base = map_anonymous(r->size);
+	r->evict_stage = map_staging(RG_CHUNK);
+	r->probe = map_staging(ZF_UNIT_MAX);
+	ret = !r->base || !r->evict_stage || !r->probe || !r->state ? -ENOMEM : 0;
 	if (!ret)
 		ret = region_setup_store(r, store);
 	if (!ret)
@@ -291,12 +317,18 @@ void zf_region_destroy(zf_region *r)
 	}
 	for (unsigned i = 0; i < r->nthreads; i++)
 		pthread_join(r->threads[i], NULL);
-	if (r->base)
-		live_runs(r, unmap_run);
+	/* Memory the program moved out still gets its data, then leaves us with the descriptor. */
+	if (r->nthreads)
+		region_drain_events(r, &r->thread_ctx[0]);
 	if (r->uffd >= 0)
 		close(r->uffd);
+	region_sigbus_closed(r);
+	if (r->base)
+		live_runs(r, unmap_run);
 	if (r->stop_fd >= 0)
 		close(r->stop_fd);
+	if (r->log_fd >= 0)
+		close(r->log_fd);
 	if (r->store && r->state) {
 		for (uint64_t u = 0; u < r->nunits; u++) {
 			const uint32_t st = atomic_load(&r->state[u]);
@@ -322,8 +354,10 @@ void zf_region_destroy(zf_region *r)
 	pthread_mutex_destroy(&r->bg_lock);
 	pthread_mutex_destroy(&r->advise_lock);
 	pthread_cond_destroy(&r->bg_cond);
-	free(r->stage);
-	free(r->snap);
+	if (r->evict_stage)
+		munmap(r->evict_stage, RG_CHUNK);
+	if (r->probe)
+		munmap(r->probe, ZF_UNIT_MAX);
 	free(r->threads);
 	free(r->thread_ctx);
 	free((void *)r->state);
@@ -429,7 +463,6 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 	GET(evict_pageout);
 	GET(evict_reclaim);
 	GET(reject);
-	GET(evict_torn);
 	GET(clean_kept);
 	GET(clean_evict);
 	GET(clean_dropped);
@@ -511,7 +544,6 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(evict_pageout);
 	FIELD(evict_reclaim);
 	FIELD(reject);
-	FIELD(evict_torn);
 	FIELD(clean_kept);
 	FIELD(clean_evict);
 	FIELD(clean_dropped);

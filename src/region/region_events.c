@@ -3,32 +3,62 @@
  * userfaultfd events (EVENT_REMOVE, EVENT_UNMAP, EVENT_REMAP).
  *
  * The kernel holds the program's call until a service thread has read the event, and
- * the program goes on before the event is handled: an event is handled under read_lock
- * (exclusive), before the faults read with it, so that a later fault sees its effect.
+ * the program goes on before the event is handled. Events are handled in the order they
+ * were read, under read_lock (exclusive), before the faults read with them, so that a
+ * later fault sees their effect. Every event read joins a queue (r->queue); its units
+ * are held from then on (F_EVENT: nobody claims them, faults wait), and it is handled
+ * at the head of the queue once none of its units is in a transition (EVICTING,
+ * LOADING); the service thread retries before each read.
  *
- * REMOVE (madvise DONTNEED of the program) turns covered units EMPTY and drops
- * their stored copies; a partly covered evicted unit is read back, the covered part
- * zeroed, and stored again. UNMAP drops the units (GONE). REMAP (mremap moving region
- * memory away): the moved units' stored data is placed at the new address, the new
- * range is unregistered, and the units leave the region (GONE). An event that finds a
- * unit in transition (EVICTING, LOADING) is deferred until the owner is done, and faults
- * on the unit wait for it (F_EVENT).
+ * REMOVE (madvise DONTNEED of the program) turns covered units EMPTY and drops their
+ * stored copies; a partly covered evicted unit is read back, the covered part zeroed,
+ * and stored again. The program zaps its pages only after the event is read, so
+ * resident pages may still be there when it is handled: the event waits for the zap
+ * (zap_pending()), so that no eviction can store what the program dropped. UNMAP drops the units (GONE). REMAP (mremap moving region memory away): the
+ * moved units' stored data is placed at the new address, and the units leave the region
+ * (GONE). The memory that moved stays registered with us until the region is destroyed:
+ * its faults are served as plain memory's (region_fault.c).
  *
- * Deferred events wait, in order, in r->deferred (under read_lock); the service thread
- * retries them before each read. Our own MADV_DONTNEED (region_evict.c, drop_pages())
- * raises REMOVE events too: the first REMOVE of exactly the range it published is ours
- * (self_remove()), and over split VMAs the pieces are taken back from the deferred ones
- * (region_take_back_deferred()).
+ * Placing a page where the program's memory is now (region_place_followed()): events
+ * queued behind the one handled may have moved that memory on (mremap away and back)
+ * or dropped it; the page follows them.
  *
  * docs/region.md: "The program's madvise, munmap and mremap"; failure modes, rows 5, 13
  * and 15.
  */
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include "../common/test_point.h"
 #include "region_internal.h"
 
-#define RG_ZAP_WAIT_NS 100000000u /* how long a REMOVE waits for the program's zap */
+/* The range an event covers: [*a, *b). */
+static void event_range(const struct uffd_msg *m, uintptr_t *a, uintptr_t *b)
+{
+	if (m->event == UFFD_EVENT_REMAP) {
+		*a = m->arg.remap.from;
+		*b = *a + m->arg.remap.len;
+	} else {
+		*a = m->arg.remove.start;
+		*b = m->arg.remove.end;
+	}
+}
+
+/* Whether an event queued after position i covers unit u. */
+static int held_later(zf_region *r, unsigned i, uint64_t u)
+{
+	const uintptr_t ua = (uintptr_t)unit_addr(r, u), ue = ua + r->unit;
+
+	for (unsigned k = i + 1; k < r->nqueue; k++) {
+		uintptr_t a, b;
+
+		event_range(&r->queue[k], &a, &b);
+		if (a < ue && b > ua)
+			return 1;
+	}
+	return 0;
+}
 
 /*
  * Takes units [u0, u1) for an event (F_EVENT: nobody can claim them, faults wait) and
@@ -46,13 +76,19 @@ static int units_busy(zf_region *r, uint64_t u0, uint64_t u1)
 	return busy;
 }
 
-/* Ends an event on [u0, u1): units leave F_EVENT, waiters are woken. */
-static void units_event_done(zf_region *r, uint64_t u0, uint64_t u1)
+/*
+ * Ends event i of the queue on [u0, u1): units no later event holds leave F_EVENT, and
+ * their waiters are woken.
+ */
+static void units_event_done(zf_region *r, unsigned i, uint64_t u0, uint64_t u1)
 {
 	for (uint64_t u = u0; u < u1; u++) {
-		uint32_t old = atomic_fetch_and_explicit(&r->state[u], ~(F_EVENT | F_WAIT),
-							 memory_order_acq_rel);
+		uint32_t old;
 
+		if (held_later(r, i, u))
+			continue;
+		old = atomic_fetch_and_explicit(&r->state[u], ~(F_EVENT | F_WAIT),
+						memory_order_acq_rel);
 		if (old & F_WAIT) {
 			futex_wake_all(&r->state[u]);
 			wake_range(r, unit_addr(r, u), r->unit);
@@ -75,32 +111,135 @@ static void unit_set_settled(zf_region *r, uint64_t u, uint32_t st)
 		atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
 }
 
-/* Whether a page of [start, end) (clipped to the region) is in memory. */
-static int range_populated(zf_region *r, uintptr_t start, uintptr_t end)
+/*
+ * Where the page at addr is now, after the events queued behind position i (-1: the
+ * whole queue) moved it: its address, or 0 when unmapped. *dropped: a later REMOVE
+ * dropped it (it reads as zeros there).
+ */
+static uintptr_t follow(zf_region *r, int i, uintptr_t addr, int *dropped)
 {
-	unsigned char vec[512];
-	uintptr_t a = ZF_MAX(start, (uintptr_t)r->base) & ~(uintptr_t)(RG_PAGE - 1);
-	const uintptr_t b = ZF_MIN(end, (uintptr_t)(r->base + r->size));
+	*dropped = 0;
+	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
+		const struct uffd_msg *m = &r->queue[k];
+		uintptr_t a, b;
 
-	while (a < b) {
-		const size_t len = ZF_MIN(b - a, sizeof(vec) * RG_PAGE);
-
-		if (mincore((void *)a, len, vec))
+		event_range(m, &a, &b);
+		if (addr < a || addr >= b)
+			continue;
+		if (m->event == UFFD_EVENT_REMAP)
+			addr = m->arg.remap.to + (addr - a);
+		else if (m->event == UFFD_EVENT_UNMAP)
 			return 0;
-		for (size_t p = 0; p < (len + RG_PAGE - 1) / RG_PAGE; p++)
+		else
+			*dropped = 1;
+	}
+	return addr;
+}
+
+/*
+ * Places a page of data that belongs at addr (as of queue position i) where the
+ * program's memory is now. Returns 0 (placed, or nothing to place: the page is there
+ * already, or was dropped or unmapped since), or -EAGAIN (another event is coming: the
+ * caller retries once it is read). Under read_lock.
+ */
+static int place_followed(zf_region *r, int i, uintptr_t addr, const uint8_t *src)
+{
+	int dropped;
+	const uintptr_t to = follow(r, i, addr, &dropped);
+	int ret;
+
+	if (!to || dropped)
+		return 0;
+	ret = region_place(r, (uint8_t *)to, src, RG_PAGE, 0);
+	/*
+	 * Not -EAGAIN: the events read account for the layout, so no memory there is
+	 * memory of ours an event has yet to tell about: it is gone.
+	 */
+	return ret == -EAGAIN ? -EAGAIN : 0;
+}
+
+int region_moved_on(zf_region *r, uintptr_t start, uintptr_t end)
+{
+	for (unsigned k = 0; k < r->nqueue; k++) {
+		uintptr_t a, b;
+
+		event_range(&r->queue[k], &a, &b);
+		if (r->queue[k].event != UFFD_EVENT_REMOVE && a < end && b > start)
+			return 1;
+	}
+	return 0;
+}
+
+void region_put_back(zf_region *r, uint8_t *addr, const uint8_t *src, size_t len)
+{
+	unsigned char vec[ZF_UNIT_MAX / RG_PAGE];
+
+	for (size_t off = 0; off < len; off += ZF_UNIT_MAX) {
+		const size_t n = ZF_MIN(len - off, ZF_UNIT_MAX);
+
+		/* Only the pages that moved out are ours to put back. */
+		if (mincore((void *)(src + off), n, vec))
+			continue;
+		for (size_t p = 0; p < n / RG_PAGE; p++) {
+			const size_t o = off + p * RG_PAGE;
+			int ret;
+
+			if (!(vec[p] & 1))
+				continue;
+			ret = region_place(r, addr + o, src + o, RG_PAGE, 0);
+			while (ret && ret != -EEXIST) {
+				/* Moved or unmapped since (its event waits for us), or coming. */
+				pthread_rwlock_wrlock(&r->read_lock);
+				ret = place_followed(r, -1, (uintptr_t)(addr + o), src + o);
+				pthread_rwlock_unlock(&r->read_lock);
+				if (ret)
+					sched_yield();
+			}
+		}
+	}
+}
+
+/*
+ * Whether the program's zap of [start, end), a REMOVE of queue position i, is still to
+ * come: a page of a resident unit in the range is still there, and no event queued
+ * after it took the memory away (an UNMAP or REMAP after it: the zap will not come, or
+ * finds nothing). Faults cannot put pages back meanwhile: they wait for the event.
+ */
+static int zap_pending(zf_region *r, int i, uintptr_t start, uintptr_t end, uint64_t u0,
+		       uint64_t u1)
+{
+	unsigned char vec[ZF_UNIT_MAX / RG_PAGE];
+
+	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
+		uintptr_t a, b;
+
+		event_range(&r->queue[k], &a, &b);
+		if (r->queue[k].event != UFFD_EVENT_REMOVE && a < end && b > start)
+			return 0;
+	}
+	for (uint64_t u = u0; u < u1; u++) {
+		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+		const uintptr_t ua = (uintptr_t)unit_addr(r, u);
+		const uintptr_t a = ZF_MAX(start, ua), b = ZF_MIN(end, ua + r->unit);
+
+		if ((st & ST_MASK) != ST_RESIDENT && !(st & F_PARTIAL))
+			continue;
+		if (mincore((void *)a, b - a, vec))
+			continue; /* unmapped */
+		for (size_t p = 0; p < (b - a) / RG_PAGE; p++)
 			if (vec[p] & 1)
 				return 1;
-		a += len;
 	}
 	return 0;
 }
 
 /*
- * The program dropped [start, end) (REMOVE) or unmapped it (UNMAP: gone). Returns 0, or
- * -EAGAIN to be retried later (a unit is in transition, or the layout is changing).
+ * The program dropped [start, end) (REMOVE) or unmapped it (UNMAP: gone): event i of
+ * the queue. Returns 0, or -EAGAIN to be retried later (a unit is in transition, or the
+ * layout is changing).
  */
-static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintptr_t end, int unmap,
-		      uint64_t since)
+static int event_drop(zf_region *r, struct fault_ctx *c, int i, uintptr_t start, uintptr_t end,
+		      int unmap)
 {
 	uint64_t u0, u1;
 
@@ -109,11 +248,11 @@ static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintpt
 	if (units_busy(r, u0, u1))
 		return -EAGAIN;
 	/*
-	 * The program zaps after its REMOVE event is read, so after we are called. Until
-	 * it has, an eviction could still read what it drops and bring it back: the units
-	 * stay held until the pages are gone (bounded, for a madvise that failed midway).
+	 * The program zaps after its REMOVE event is read, so maybe after we are called.
+	 * Until it has, the units stay held: an eviction could still store what it drops
+	 * and bring it back. (No time limit: a zap late by any time is still to come.)
 	 */
-	if (!unmap && range_populated(r, start, end) && now_ns() - since < RG_ZAP_WAIT_NS)
+	if (!unmap && zap_pending(r, i, start, end, u0, u1))
 		return -EAGAIN;
 	for (uint64_t u = u0; u < u1; u++) {
 		const uintptr_t ua = (uintptr_t)unit_addr(r, u), ue = ua + r->unit;
@@ -157,13 +296,9 @@ static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintpt
 		if (unmap) {
 			/* The unmapped part is gone; the rest must be in place. */
 			for (uintptr_t p = ua; p < ue; p += RG_PAGE) {
-				int ret;
-
 				if (p >= start && p < end)
 					continue;
-				ret = region_place(r, (uint8_t *)p, c->buf + (p - ua), RG_PAGE, 0);
-				if (ret == -EAGAIN)
-					return -EAGAIN;
+				TRY(place_followed(r, i, p, c->buf + (p - ua)));
 			}
 			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
 			unit_set_settled(r, u, ST_GONE);
@@ -175,20 +310,22 @@ static int event_drop(zf_region *r, struct fault_ctx *c, uintptr_t start, uintpt
 				   "region: unit %llu: partial drop not stored; old data kept",
 				   (unsigned long long)u);
 	}
-	units_event_done(r, u0, u1);
+	units_event_done(r, (unsigned)i, u0, u1);
 	return 0;
 }
 
 /*
- * mremap moved [from, from + len) to to: evicted units' data goes to the new address,
- * which is then unregistered (it is outside the region); the units are GONE.
+ * mremap moved [from, from + len) to to (event i of the queue): evicted units' data goes
+ * where that memory is now, and the units are GONE. A unit partly moved keeps the rest
+ * of its data where the rest is.
  */
-static int event_remap(zf_region *r, struct fault_ctx *c, uintptr_t from, uintptr_t to, size_t len)
+static int event_remap(zf_region *r, struct fault_ctx *c, int i, uintptr_t from, uintptr_t to,
+		       size_t len)
 {
 	uint64_t u0, u1;
 
 	if (!units_of(r, from, from + len, &u0, &u1))
-		return 0;
+		return 0; /* memory that left a region before: plain memory */
 	if (units_busy(r, u0, u1))
 		return -EAGAIN;
 	for (uint64_t u = u0; u < u1; u++) {
@@ -202,169 +339,115 @@ static int event_remap(zf_region *r, struct fault_ctx *c, uintptr_t from, uintpt
 				continue;
 			}
 			for (uintptr_t p = ua; p < ua + r->unit; p += RG_PAGE) {
-				uint8_t *dst =
-					(uint8_t *)(p >= from && p < from + len ? to + (p - from)
-										: p);
+				const uintptr_t at =
+					p >= from && p < from + len ? to + (p - from) : p;
 
-				if (region_place(r, dst, c->buf + (p - ua), RG_PAGE, 0) == -EAGAIN)
-					return -EAGAIN;
+				/* Placed pages are skipped (EEXIST) when this is retried. */
+				TRY(place_followed(r, i, at, c->buf + (p - ua)));
 			}
 		}
 		if ((st & ST_MASK) == ST_EVICTED || (st & F_CLEAN))
 			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
 		unit_set_settled(r, u, ST_GONE);
 	}
-	{
-		struct uffdio_range rg = { .start = to, .len = len };
-		struct uffdio_writeprotect w = { .range = rg, .mode = 0 };
-
-		(void)uffd_range(r, UFFDIO_WRITEPROTECT, &w);
-		(void)uffd_range(r, UFFDIO_UNREGISTER, &rg);
-	}
-	units_event_done(r, u0, u1);
+	units_event_done(r, (unsigned)i, u0, u1);
 	return 0;
 }
 
-/* Whether an event is the REMOVE of our own MADV_DONTNEED (drop_pages()). Under read_lock. */
-static int self_remove(zf_region *r, const struct uffd_msg *m)
+/* Handles event i of the queue; -EAGAIN: it waits. Under read_lock. */
+static int handle_event(zf_region *r, struct fault_ctx *c, int i)
 {
-	if (m->event != UFFD_EVENT_REMOVE || !r->self_pending ||
-	    m->arg.remove.start != r->self_start ||
-	    m->arg.remove.end - m->arg.remove.start != r->self_len)
-		return 0;
-	r->self_pending = 0;
-	return 1;
-}
+	const struct uffd_msg *m = &r->queue[i];
 
-/* Handles an event message; -EAGAIN: keep it for later. Under read_lock. */
-static int handle_event(zf_region *r, struct fault_ctx *c, const struct uffd_msg *m, uint64_t since)
-{
 	switch (m->event) {
 	case UFFD_EVENT_REMOVE:
-		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 0, since))
-			return -EAGAIN;
-		INC(r, ev_remove); /* counted when handled: deferred ones may turn out ours */
+		TRY(event_drop(r, c, i, m->arg.remove.start, m->arg.remove.end, 0));
+		INC(r, ev_remove);
 		return 0;
 	case UFFD_EVENT_UNMAP:
-		if (event_drop(r, c, m->arg.remove.start, m->arg.remove.end, 1, since))
-			return -EAGAIN;
+		TRY(event_drop(r, c, i, m->arg.remove.start, m->arg.remove.end, 1));
 		INC(r, ev_unmap);
 		return 0;
-	case UFFD_EVENT_REMAP: {
-		const int ret =
-			event_remap(r, c, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
-
-		if (!ret) {
-			atomic_fetch_sub(&r->remaps_pending, 1);
-			INC(r, ev_remap);
-		}
-		return ret;
-	}
+	case UFFD_EVENT_REMAP:
+		TRY(event_remap(r, c, i, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len));
+		atomic_fetch_sub(&r->remaps_pending, 1);
+		INC(r, ev_remap);
+		return 0;
 	default:
 		return 0;
 	}
 }
 
-/* Marks the units of an event that must wait (F_EVENT), as units_busy() does. */
+/* Marks the units of an event queued (F_EVENT), as units_busy() does. */
 static void event_hold(zf_region *r, const struct uffd_msg *m)
 {
-	uintptr_t a = m->arg.remove.start, b = m->arg.remove.end;
+	uintptr_t a, b;
 	uint64_t u0, u1;
 
-	if (m->event == UFFD_EVENT_REMAP) {
-		a = m->arg.remap.from;
-		b = a + m->arg.remap.len;
-	}
+	event_range(m, &a, &b);
 	if (units_of(r, a, b, &u0, &u1))
 		(void)units_busy(r, u0, u1);
 }
 
-/* Retries deferred events, in order; an event still blocked keeps the later ones waiting. */
-void region_retry_deferred(zf_region *r, struct fault_ctx *c)
+/*
+ * Handles the queue from its head, in order; an event that must wait keeps the later
+ * ones waiting (their units stay held).
+ */
+void region_run_queue(zf_region *r, struct fault_ctx *c)
 {
 	unsigned done = 0;
 
-	while (done < r->ndeferred &&
-	       !handle_event(r, c, &r->deferred[done].msg, r->deferred[done].since))
+	while (done < r->nqueue && !TEST_POINT_WAITS(TP_EVENT_HANDLE) &&
+	       !handle_event(r, c, (int)done))
 		done++;
-	memmove(r->deferred, r->deferred + done, (r->ndeferred - done) * sizeof(r->deferred[0]));
-	r->ndeferred -= done;
+	memmove(r->queue, r->queue + done, (r->nqueue - done) * sizeof(r->queue[0]));
+	r->nqueue -= done;
 }
 
 /*
- * drop_pages() saw none of its REMOVE events match (split VMAs): the deferred REMOVE
- * events inside [start, end) are its own; drop them and free their units. Under read_lock.
- */
-void region_take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end)
-{
-	unsigned kept = 0;
-	uint64_t u0, u1;
-
-	for (unsigned i = 0; i < r->ndeferred; i++) {
-		const struct uffd_msg *m = &r->deferred[i].msg;
-
-		if (m->event == UFFD_EVENT_REMOVE && m->arg.remove.start >= start &&
-		    m->arg.remove.end <= end)
-			continue;
-		r->deferred[kept++] = r->deferred[i];
-	}
-	r->ndeferred = kept;
-	if (!units_of(r, start, end, &u0, &u1))
-		return;
-	/* Units no other deferred event waits for leave F_EVENT. */
-	for (uint64_t u = u0; u < u1; u++) {
-		const uintptr_t ua = (uintptr_t)unit_addr(r, u), ue = ua + r->unit;
-		int held = 0;
-
-		for (unsigned i = 0; i < r->ndeferred && !held; i++) {
-			const struct uffd_msg *m = &r->deferred[i].msg;
-			uintptr_t a = m->arg.remove.start, b = m->arg.remove.end;
-
-			if (m->event == UFFD_EVENT_REMAP) {
-				a = m->arg.remap.from;
-				b = a + m->arg.remap.len;
-			}
-			held = a < ue && b > ua;
-		}
-		if (!held)
-			units_event_done(r, u, u + 1);
-	}
-}
-
-/*
- * Handles the events among msgs[0..n) (page faults are the caller's), in order. One that
- * must wait for units in transition, or comes after one that does, is deferred, and its
- * units are held from now on. Caller holds read_lock exclusively.
+ * Queues the events among msgs[0..n) (page faults are the caller's), in order, and runs
+ * the queue. Caller holds read_lock exclusively.
  */
 void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_msg *msgs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (msgs[i].event == UFFD_EVENT_PAGEFAULT || self_remove(r, &msgs[i]))
+		if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
 			continue;
 		if (msgs[i].event == UFFD_EVENT_REMAP) {
 			atomic_store(&r->remapped, 1);
 			atomic_fetch_add(&r->remaps_pending, 1);
 		}
-		const uint64_t read_at = now_ns();
-
-		if (r->ndeferred || handle_event(r, c, &msgs[i], read_at) == -EAGAIN) {
-			/* Its units wait with it, from now: no claim, faults wait. */
-			event_hold(r, &msgs[i]);
-			if (r->ndeferred < RG_DEFERRED) {
-				r->deferred[r->ndeferred].since = read_at;
-				r->deferred[r->ndeferred++].msg = msgs[i];
-			} else {
-				/* Too many: wait for the transitions to end (an
-				 * evictor needs read_lock to end its own). */
-				do {
-					pthread_rwlock_unlock(&r->read_lock);
-					sched_yield();
-					pthread_rwlock_wrlock(&r->read_lock);
-					region_retry_deferred(r, c);
-				} while (r->ndeferred == RG_DEFERRED);
-				r->deferred[r->ndeferred].since = read_at;
-				r->deferred[r->ndeferred++].msg = msgs[i];
-			}
+		/* Its units wait with it, from now: no claim, faults wait. */
+		event_hold(r, &msgs[i]);
+		while (r->nqueue == RG_QUEUE) {
+			/* Full: wait for the transitions to end (an evictor needs read_lock to
+			 * end its own). */
+			pthread_rwlock_unlock(&r->read_lock);
+			sched_yield();
+			pthread_rwlock_wrlock(&r->read_lock);
+			region_run_queue(r, c);
 		}
+		r->queue[r->nqueue++] = msgs[i];
 	}
+	region_run_queue(r, c);
+}
+
+void region_drain_events(zf_region *r, struct fault_ctx *c)
+{
+	struct uffd_msg msgs[16];
+
+	pthread_rwlock_wrlock(&r->read_lock);
+	for (int pass = 0; pass < 1000; pass++) {
+		const ssize_t got = read(r->uffd, msgs, sizeof(msgs));
+
+		if (got > 0)
+			region_handle_events(r, c, msgs, (size_t)got / sizeof(msgs[0]));
+		else
+			region_run_queue(r, c);
+		if (got <= 0 && !r->nqueue)
+			break;
+		if (got <= 0)
+			sched_yield();
+	}
+	pthread_rwlock_unlock(&r->read_lock);
 }

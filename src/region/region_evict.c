@@ -1,62 +1,41 @@
 /*
- * region_evict.c - eviction: a region's resident units into the store, their pages
- * dropped (zf_region_pageout(), and reclaim's batches, region_reclaim.c).
+ * region_evict.c - eviction: a region's resident units into the store (zf_region_pageout(),
+ * and reclaim's batches, region_reclaim.c).
  *
- * Eviction (invariant 1, no lost write): claim the units (RESIDENT -> EVICTING),
- * write-protect them (UFFDIO_WRITEPROTECT), find holes (mincore: pages never touched or
- * dropped read as zeros and are stored as such, never read, since reading one would
- * fault), store them (as folios of up to 2 MiB so the store's engines get batches, a
- * few folios in flight: zf_store_put_start), drop their pages (MADV_DONTNEED) as each
- * folio's put finishes while the next ones compress, mark them EVICTED and wake whoever
- * waited. A write that races sees the write-protection (or a missing page), waits, and
- * after the wakeup faults the unit back in with its own data still to write. A unit the
- * store refuses is unprotected and stays resident, and so is one the program dropped a
- * page of while it was compressed (F_TORN: write-protection does not stop a zap, and a
- * compressor reads its source more than once, so the stream decodes to bytes the unit
- * never held, on its other pages too). Our own MADV_DONTNEED raises a REMOVE event like
- * the program's would: the evictor publishes the exact range it drops and the service
- * thread takes the first REMOVE of that range as ours (drop_pages()).
+ * Eviction takes the pages away from the program before it reads them: claim the units
+ * (RESIDENT -> EVICTING), move their pages out of the program's mapping into a staging
+ * area of our own (UFFDIO_MOVE, page table entries moved, no copy), compress them from
+ * there (as folios of up to 2 MiB, a few in flight so the engines get batches), mark the
+ * stored units EVICTED and wake whoever waited, and drop the staging pages.
+ *
+ * Moving is the snapshot (invariant 1, no lost write, and 2, what is read back is what
+ * was written). Once the pages are ours, nothing the program does reaches them: a read
+ * or a write faults (the page is missing) and waits for the unit; a munmap(), mremap()
+ * or madvise(MADV_DONTNEED) finds nothing to take, and its event, which waits for the
+ * unit (region_events.c), settles what was stored. A write that came before the move is
+ * in the page that moved. No compressor ever reads the program's mapping, which may be
+ * gone by then, and never sees a page change under it.
+ *
+ * A unit that cannot be moved whole (part of it read-only, a page shared or pinned: the
+ * kernel refuses) or that the store refuses goes back: its pages are copied back where
+ * they belong (region_put_back(): at their address, or where the program's events since
+ * took that memory) and it stays resident.
  *
  * docs/region.md: "Eviction"; failure modes, rows 13, 14 and 16.
  */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../common/test_point.h"
 #include "region_internal.h"
 
 #define RG_PUTS_INFLIGHT 3u
 
 /*
- * Drops the pages of [addr, addr + len) that we stored (caller holds evict_lock). The
- * kernel holds madvise() until a service thread has read its REMOVE event, and the
- * program's own madvise() raises the same event: we publish the range first, and the
- * reader takes the first REMOVE of exactly that range as ours (self_remove()); anything
- * else is the program's. When the region's memory is split into several VMAs (the
- * program mprotect()ed part of it), the kernel sends one event per VMA and none
- * matches: they were deferred (our units are EVICTING), and we take them back here.
- */
-static void drop_pages(zf_region *r, uint8_t *addr, size_t len)
-{
-	pthread_rwlock_wrlock(&r->read_lock);
-	r->self_start = (uintptr_t)addr;
-	r->self_len = len;
-	r->self_pending = 1;
-	pthread_rwlock_unlock(&r->read_lock);
-	/* It cannot fail on memory we stored from; unmapped meanwhile, it has nothing to drop. */
-	(void)madvise(addr, len, MADV_DONTNEED);
-	pthread_rwlock_wrlock(&r->read_lock);
-	if (r->self_pending)
-		region_take_back_deferred(r, (uintptr_t)addr, (uintptr_t)addr + len);
-	r->self_pending = 0;
-	pthread_rwlock_unlock(&r->read_lock);
-}
-
-/*
  * An eviction of a chunk of units in flight (region_evict_chunk()): which units it
- * claimed, which are stored (ok: 1, or 2 for a clean unit whose copy was stored before),
- * the puts still compressing, oldest first, and how far it has dropped.
+ * claimed and moved out, which are stored (ok: 1, or 2 for a clean unit whose copy was
+ * stored before), the puts still compressing, oldest first, and how far it has settled.
  */
 struct evict {
 	zf_region *r;
@@ -67,11 +46,80 @@ struct evict {
 		uint64_t i, f; /* units [i, i + f) of the chunk */
 	} put[RG_PUTS_INFLIGHT];
 	unsigned put_head, puts; /* the oldest in put[], and how many */
-	uint64_t dropped; /* units [0, dropped) are settled: dropped or given back */
+	uint64_t settled; /* units [0, settled) are settled: evicted or given back */
 	uint64_t evicted;
 };
 
-static void evict_drop(struct evict *ev, uint64_t upto);
+/* Where unit k of the chunk waits in staging while it is compressed. */
+static uint8_t *staged(const struct evict *ev, uint64_t k)
+{
+	return ev->r->evict_stage + k * ev->r->unit;
+}
+
+/*
+ * Moves [src, src + len) of the region to dst in staging, only while it is the region's
+ * memory: a move takes any anonymous page it is pointed at, and the program may have
+ * unmapped the range and mapped memory of its own there. It cannot have done so unseen:
+ * its munmap() (or mremap()) waits until its event is read, and a move is refused
+ * (EAGAIN) while an event is unread. So each try holds read_lock, under which no event
+ * is read, and goes only if no event read unmapped or moved the range. Returns what
+ * region_move() returns; *err -ENOENT: the range left the region.
+ */
+static size_t move_held(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, int *err)
+{
+	size_t done = 0;
+
+	for (int tries = 0; done < len && tries < RG_EAGAIN_TRIES; tries++) {
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (region_moved_on(r, (uintptr_t)src + done, (uintptr_t)src + len)) {
+			pthread_rwlock_unlock(&r->read_lock);
+			*err = -ENOENT;
+			return done;
+		}
+		done += region_move(r, dst + done, src + done, len - done, 0, err);
+		pthread_rwlock_unlock(&r->read_lock);
+		if (*err != -EAGAIN)
+			break;
+		sched_yield();
+	}
+	return done;
+}
+
+/*
+ * Moves unit k of the chunk out whole; 0, or an error when some page could not move (the
+ * ones that did must go back). A unit that spans two of the program's mappings (it
+ * mprotect()ed part of it) is refused as a range (EINVAL) and moves page by page.
+ */
+static int move_unit(struct evict *ev, uint64_t k)
+{
+	zf_region *r = ev->r;
+	uint8_t *src = unit_addr(r, ev->first + k), *dst = staged(ev, k);
+	int err;
+
+	if (move_held(r, dst, src, r->unit, &err) == r->unit)
+		return 0;
+	if (err != -EINVAL)
+		return err;
+	for (size_t off = 0; off < r->unit; off += RG_PAGE) {
+		if (move_held(r, dst + off, src + off, RG_PAGE, &err) != RG_PAGE)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Gives unit k back: the pages it had moved out are copied back, and it is released as
+ * it was (resident, or evicted and partly swapped in). Counted as refused.
+ */
+static void give_back(struct evict *ev, uint64_t k)
+{
+	zf_region *r = ev->r;
+	const uint64_t u = ev->first + k;
+
+	region_put_back(r, unit_addr(r, u), staged(ev, k), r->unit);
+	unit_release(r, u, ev->partial[k] ? ST_EVICTED : ST_RESIDENT, 0, 0);
+	INC(r, reject);
+}
 
 /* Stores units [i, i + f) of the chunk one by one, as after a refused folio. */
 static void store_units(struct evict *ev, uint64_t i, uint64_t f)
@@ -80,13 +128,37 @@ static void store_units(struct evict *ev, uint64_t i, uint64_t f)
 
 	for (uint64_t k = i; k < i + f; k++)
 		ev->ok[k] = !zf_store_put(r->store, r->owner, unit_index(r, ev->first + k),
-					  unit_addr(r, ev->first + k), r->unit);
+					  staged(ev, k), r->unit);
+}
+
+/* Settles units [ev->settled, upto) of the chunk: stored ones are evicted, the rest go back. */
+static void evict_settle(struct evict *ev, uint64_t upto)
+{
+	zf_region *r = ev->r;
+
+	for (uint64_t k = ev->settled; k < upto; k++) {
+		const uint64_t u = ev->first + k;
+
+		if (!ev->claimed[k])
+			continue;
+		if (!ev->ok[k]) {
+			give_back(ev, k);
+			continue;
+		}
+		if (ev->ok[k] == 2)
+			INC(r, clean_evict);
+		if (atomic_load_explicit(&r->state[u], memory_order_relaxed) & F_COLD)
+			atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
+		unit_release(r, u, ST_EVICTED, F_CLEAN | F_COLD | F_PARTIAL, 0);
+		ev->evicted++;
+	}
+	ev->settled = ZF_MAX(ev->settled, upto);
 }
 
 /*
  * Finishes the oldest put in flight: its units are stored, or (refused as a folio) are
- * stored unit by unit, or not. Then drops what is settled before the next put in flight
- * (after the last one, the caller drops the rest).
+ * stored unit by unit, or not. Then settles what comes before the next put in flight
+ * (after the last one, the caller settles the rest).
  */
 static void evict_finish_put(struct evict *ev)
 {
@@ -100,13 +172,13 @@ static void evict_finish_put(struct evict *ev)
 	else
 		store_units(ev, i, f);
 	if (ev->puts)
-		evict_drop(ev, ev->put[ev->put_head].i);
+		evict_settle(ev, ev->put[ev->put_head].i);
 }
 
 /*
- * Stores units [i, i + n) of the chunk (claimed, protected, without holes) as folios of
- * up to 2 MiB, each put started while RG_PUTS_INFLIGHT - 1 others compress: the engines
- * go on with the next folios while this thread finishes one and drops its pages.
+ * Stores units [i, i + n) of the chunk (moved out, in staging) as folios of up to 2 MiB,
+ * each put started while RG_PUTS_INFLIGHT - 1 others compress: the engines go on with the
+ * next folios while this thread finishes one and settles its units.
  */
 static void store_run(struct evict *ev, uint64_t i, uint64_t n)
 {
@@ -123,7 +195,7 @@ static void store_run(struct evict *ev, uint64_t i, uint64_t n)
 			f *= 2;
 		if (ev->puts == RG_PUTS_INFLIGHT)
 			evict_finish_put(ev);
-		if (zf_store_put_start(r->store, r->owner, unit_index(r, u), unit_addr(r, u),
+		if (zf_store_put_start(r->store, r->owner, unit_index(r, u), staged(ev, i),
 				       f * r->unit, &ev->put[k].p)) {
 			/* Refused at once (the pool is full): unit by unit, as a refused folio. */
 			store_units(ev, i, f);
@@ -137,145 +209,51 @@ static void store_run(struct evict *ev, uint64_t i, uint64_t n)
 }
 
 /*
- * Stores unit u, which has holes (vec: mincore of its pages), from a copy: zeros in the
- * holes, or, for a unit partly swapped in page by page, the stored copy's pages.
+ * A unit partly swapped in page by page (F_PARTIAL) has moved out only the pages it had
+ * in: the others come from its stored copy, into the staging holes. 0, or an error (the
+ * unit goes back).
  */
-static int store_holed(zf_region *r, uint64_t u, const unsigned char *vec, int partial)
+static int fill_partial(struct evict *ev, uint64_t k)
 {
-	const uint8_t *src = unit_addr(r, u);
-	uint8_t *base = NULL;
+	zf_region *r = ev->r;
+	unsigned char vec[ZF_UNIT_MAX / RG_PAGE];
+	uint8_t *dst = staged(ev, k);
 
-	if (!r->stage && !(r->stage = malloc(r->unit)))
-		return -ENOMEM;
-	if (partial) {
-		if (!r->evict_ctx.reader)
-			TRY(region_fault_ctx_init(r, &r->evict_ctx));
-		TRY(region_load_data(r, &r->evict_ctx, u, -1));
-		base = r->evict_ctx.buf;
-	}
-	for (uint32_t p = 0; p < r->unit_pages; p++) {
-		uint8_t *dst = r->stage + (size_t)p * RG_PAGE;
+	if (!r->evict_ctx.reader)
+		TRY(region_fault_ctx_init(r, &r->evict_ctx));
+	TRY(region_load_data(r, &r->evict_ctx, ev->first + k, -1));
+	if (mincore(dst, r->unit, vec))
+		return -errno;
+	for (uint32_t p = 0; p < r->unit_pages; p++)
+		if (!(vec[p] & 1))
+			memcpy(dst + (size_t)p * RG_PAGE, r->evict_ctx.buf + (size_t)p * RG_PAGE,
+			       RG_PAGE);
+	return 0;
+}
 
-		if (vec[p] & 1)
-			memcpy(dst, src + (size_t)p * RG_PAGE, RG_PAGE);
-		else if (base)
-			memcpy(dst, base + (size_t)p * RG_PAGE, RG_PAGE);
-		else
-			memset(dst, 0, RG_PAGE);
-	}
-	return zf_store_put(r->store, r->owner, unit_index(r, u), r->stage, r->unit);
+/* Registers or unregisters the staging area's first len bytes with the region's descriptor. */
+static int stage_register(zf_region *r, size_t len, int on)
+{
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)r->evict_stage, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
+	};
+
+	if (on)
+		return ioctl(r->uffd, UFFDIO_REGISTER, &reg) ? -errno : 0;
+	return uffd_range(r, UFFDIO_UNREGISTER, &reg.range);
 }
 
 /*
- * An eviction that gives unit u back unprotects it - unless it is clean: a clean unit's
- * pages stay write-protected, or a write would land unseen and the stale copy would be
- * taken for it at the next eviction.
+ * Claims the units of [first, first + n) that are resident (sel NULL) or selected
+ * (sel[i]) and moves their pages out to staging. Returns how many it claimed.
  */
-static void unprotect_unless_clean(zf_region *r, uint64_t u)
-{
-	if (!(atomic_load_explicit(&r->state[u], memory_order_acquire) & F_CLEAN))
-		(void)protect(r, unit_addr(r, u), r->unit, 0);
-}
-
-/*
- * Drops what the eviction stored among units [ev->dropped, upto) of its chunk, run by run,
- * and gives back what it claimed and could not store.
- */
-static void evict_drop(struct evict *ev, uint64_t upto)
+static uint64_t claim_and_move(struct evict *ev, uint64_t n, const uint8_t *sel, int reclaim)
 {
 	zf_region *r = ev->r;
 	const uint64_t first = ev->first;
-	const uint8_t *claimed = ev->claimed, *partial = ev->partial;
-	uint8_t *ok = ev->ok;
+	uint64_t claimed = 0;
 
-	/*
-	 * Units torn while compressed (region_serve()) are not kept: what was stored is no
-	 * content they ever had. Each is given back with its pages, as a refused one. (A partly
-	 * swapped-in unit is stored from a copy, which tearing cannot make inconsistent, and
-	 * its store entry holds the pages it lacks.)
-	 */
-	for (uint64_t k = ev->dropped; k < upto; k++) {
-		/* A plain load first: no locked instruction per unit evicted for a rare flag. */
-		if (claimed[k] && ok[k] == 1 && !partial[k] &&
-		    (atomic_load_explicit(&r->state[first + k], memory_order_acquire) & F_TORN) &&
-		    (atomic_fetch_and_explicit(&r->state[first + k], ~F_TORN,
-					       memory_order_acq_rel) &
-		     F_TORN)) {
-			zf_store_invalidate(r->store, r->owner, unit_index(r, first + k),
-					    r->unit_pages);
-			ok[k] = 0;
-			INC(r, evict_torn);
-		}
-	}
-	for (uint64_t i = ev->dropped; i < upto;) {
-		uint64_t j = i;
-
-		if (!claimed[i]) {
-			i++;
-			continue;
-		}
-		if (!ok[i]) {
-			unprotect_unless_clean(r, first + i);
-			unit_release(r, first + i, partial[i] ? ST_EVICTED : ST_RESIDENT, 0, 0);
-			INC(r, reject);
-			i++;
-			continue;
-		}
-		while (j < upto && claimed[j] && ok[j])
-			j++;
-		/*
-		 * Still ours? The program may have unmapped part of the run and mapped its
-		 * own memory there (its UNMAP event comes after): MADV_DONTNEED would wipe
-		 * that. Protecting the run again fails on memory not registered with us.
-		 * (A munmap between this check and the drop is not caught: a window of
-		 * two system calls.)
-		 */
-		if (protect(r, unit_addr(r, first + i), (j - i) * r->unit, 1)) {
-			for (uint64_t k = i; k < j; k++) {
-				if (ok[k] != 2)
-					zf_store_invalidate(r->store, r->owner,
-							    unit_index(r, first + k),
-							    r->unit_pages);
-				unprotect_unless_clean(r, first + k);
-				unit_release(r, first + k, partial[k] ? ST_EVICTED : ST_RESIDENT, 0,
-					     0);
-			}
-			i = j;
-			continue;
-		}
-		drop_pages(r, unit_addr(r, first + i), (j - i) * r->unit);
-		for (uint64_t k = i; k < j; k++) {
-			if (ok[k] == 2)
-				INC(r, clean_evict);
-			if (atomic_load_explicit(&r->state[first + k], memory_order_relaxed) &
-			    F_COLD)
-				atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
-			unit_release(r, first + k, ST_EVICTED, F_CLEAN | F_COLD | F_PARTIAL, 0);
-		}
-		ev->evicted += j - i;
-		i = j;
-	}
-	ev->dropped = ZF_MAX(ev->dropped, upto);
-}
-
-/*
- * Evicts the units of [first, first + n) that are resident (sel NULL) or selected (sel[i]),
- * under evict_lock, in a registered thread (common/internal.c). Returns the units evicted.
- */
-uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
-			    int reclaim)
-{
-	uint8_t *claimed = calloc(n, 1), *ok = calloc(n, 1), *partial = calloc(n, 1);
-	struct evict ev = {
-		.r = r, .first = first, .claimed = claimed, .ok = ok, .partial = partial
-	};
-	unsigned char *vec = r->snap;
-	uint64_t evicted = 0;
-
-	/* Our reads of the units are told from the program's (common/internal.c). */
-	assert(internal_thread_is_me());
-	if (!claimed || !ok || !partial)
-		goto out;
 	/*
 	 * A unit being brought in is resident a moment later (its UFFDIO_COPY woke the
 	 * program before the loader marked it), and one an event holds is settled a moment
@@ -290,73 +268,98 @@ uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 			futex_wait(&r->state[first + i], seen);
 	}
 	for (uint64_t i = 0; i < n; i++) {
-		uint32_t st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
+		const uint32_t st =
+			atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
 
 		if ((sel && !sel[i]) || (st & F_EVENT))
 			continue;
-
 		/* A unit partly swapped in (per page) has the rest of its pages in the store. */
-		partial[i] = (st & F_PARTIAL) != 0;
-		claimed[i] = !unit_move(r, first + i, partial[i] ? ST_EVICTED : ST_RESIDENT,
-					ST_EVICTING, F_REF | F_RA | F_HOT | F_TORN, 0);
+		ev->partial[i] = (st & F_PARTIAL) != 0;
+		ev->claimed[i] = !unit_move(r, first + i, ev->partial[i] ? ST_EVICTED : ST_RESIDENT,
+					    ST_EVICTING, F_REF | F_RA | F_HOT, 0);
+		claimed += ev->claimed[i];
 	}
-	/* Protect each run of claimed units, then find the holes. */
+	if (!claimed)
+		return 0;
+	TEST_POINT(TP_EVICT_CLAIMED);
+	/* The staging area takes moved pages only while it is registered with us. */
+	if (stage_register(r, n * r->unit, 1)) {
+		for (uint64_t i = 0; i < n; i++)
+			if (ev->claimed[i])
+				unit_release(r, first + i,
+					     ev->partial[i] ? ST_EVICTED : ST_RESIDENT, 0, 0);
+		return 0;
+	}
 	for (uint64_t i = 0; i < n;) {
 		uint64_t j = i;
+		int err;
 
-		if (!claimed[i]) {
+		if (!ev->claimed[i]) {
 			i++;
 			continue;
 		}
-		while (j < n && claimed[j])
+		while (j < n && ev->claimed[j])
 			j++;
-		if (protect(r, unit_addr(r, first + i), (j - i) * r->unit, 1) ||
-		    mincore(unit_addr(r, first + i), (j - i) * r->unit, vec + i * r->unit_pages)) {
-			for (uint64_t k = i; k < j; k++) {
-				claimed[k] = 0;
-				unprotect_unless_clean(r, first + k);
-				unit_release(r, first + k, partial[k] ? ST_EVICTED : ST_RESIDENT, 0,
-					     0);
-			}
-		}
-		i = j;
+		/* The run in one call; what it refused, unit by unit. */
+		i += move_held(r, staged(ev, i), unit_addr(r, first + i), (j - i) * r->unit, &err) /
+		     r->unit;
+		for (; i < j; i++)
+			if (move_unit(ev, i))
+				ev->ok[i] = 3; /* not whole: goes back (ok is set again below) */
 	}
-	atomic_store_explicit(&r->snap_first, first, memory_order_relaxed);
-	atomic_store_explicit(&r->snap_n, n, memory_order_release);
-	/*
-	 * Store: clean units have their copy already; holed ones go alone. What is stored is
-	 * dropped as the puts finish, while the next ones compress.
-	 */
+	(void)stage_register(r, n * r->unit, 0);
+	for (uint64_t i = 0; i < n; i++) {
+		if (ev->ok[i] == 3 || (ev->claimed[i] && ev->partial[i] && fill_partial(ev, i))) {
+			ev->ok[i] = 0;
+			give_back(ev, i);
+			ev->claimed[i] = 0;
+			claimed--;
+		}
+	}
+	TEST_POINT(TP_EVICT_MOVED);
+	return claimed;
+}
+
+/*
+ * Evicts the units of [first, first + n) that are resident (sel NULL) or selected (sel[i]),
+ * under evict_lock, n * unit at most RG_CHUNK. Returns the units evicted.
+ */
+uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
+			    int reclaim)
+{
+	uint8_t *claimed = calloc(n, 1), *ok = calloc(n, 1), *partial = calloc(n, 1);
+	struct evict ev = {
+		.r = r, .first = first, .claimed = claimed, .ok = ok, .partial = partial
+	};
+	uint64_t evicted = 0;
+
+	if (!claimed || !ok || !partial || !claim_and_move(&ev, n, sel, reclaim))
+		goto out;
+	/* Store: clean units have their copy already; the rest in runs, from staging. */
 	for (uint64_t i = 0; i < n;) {
 		uint64_t j = i;
-		uint32_t st;
 
 		if (!claimed[i]) {
 			i++;
 			continue;
 		}
-		st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
-		if (st & F_CLEAN) {
+		if (atomic_load_explicit(&r->state[first + i], memory_order_relaxed) & F_CLEAN) {
 			ok[i++] = 2;
 			continue;
 		}
-		if (partial[i] || memchr(vec + i * r->unit_pages, 0, r->unit_pages)) {
-			ok[i] = !store_holed(r, first + i, vec + i * r->unit_pages, partial[i]);
-			i++;
-			continue;
-		}
-		while (j < n && claimed[j] && !partial[j] &&
+		while (j < n && claimed[j] &&
 		       !(atomic_load_explicit(&r->state[first + j], memory_order_relaxed) &
-			 F_CLEAN) &&
-		       !memchr(vec + j * r->unit_pages, 0, r->unit_pages))
+			 F_CLEAN))
 			j++;
 		store_run(&ev, i, j - i);
 		i = j;
 	}
 	while (ev.puts)
 		evict_finish_put(&ev);
-	evict_drop(&ev, n);
-	atomic_store_explicit(&r->snap_n, 0, memory_order_release);
+	TEST_POINT(TP_EVICT_STORED);
+	evict_settle(&ev, n);
+	/* Unregistered: dropping staging raises no event. */
+	(void)madvise(r->evict_stage, n * r->unit, MADV_DONTNEED);
 	evicted = ev.evicted;
 	if (evicted) {
 		resident_add(r, -(int64_t)evicted);
@@ -379,22 +382,15 @@ out:
 long zf_region_pageout(zf_region *r, void *addr, size_t len)
 {
 	uint64_t first, last, evicted = 0;
-	int was_internal;
 	const size_t chunk_units = ZF_MAX(RG_CHUNK / (r ? r->unit : 1), 1);
 
 	RETURN_IF(!r || !len, -EINVAL);
 	RETURN_IF((uint8_t *)addr < r->base || (uint8_t *)addr + len > r->base + r->size, -EINVAL);
 	first = (uint64_t)((uint8_t *)addr - r->base) >> (r->order + 12);
 	last = (uint64_t)((uint8_t *)addr + len - 1 - r->base) >> (r->order + 12);
-	/* The caller evicts: registered while it does (an engine or a reclaimer is already). */
-	was_internal = internal_thread_is_me();
-	if (!was_internal)
-		TRY(internal_thread_enter());
 	pthread_mutex_lock(&r->evict_lock);
 	for (uint64_t u = first; u <= last; u += chunk_units)
 		evicted += region_evict_chunk(r, u, ZF_MIN(chunk_units, last + 1 - u), NULL, 0);
 	pthread_mutex_unlock(&r->evict_lock);
-	if (!was_internal)
-		internal_thread_leave();
 	return (long)evicted;
 }

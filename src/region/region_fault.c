@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../common/test_point.h"
 #include "region_internal.h"
 
 #define RG_MSGS 16 /* messages read at once */
@@ -207,26 +208,11 @@ static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_
 	return protect(r, page, RG_PAGE, 0);
 }
 
-static const uint8_t zero_page[RG_PAGE] __attribute__((aligned(RG_PAGE)));
-
-/* Whether page (of unit u, being evicted) was present at the eviction's snapshot. */
-static int dropped_meanwhile(zf_region *r, uint64_t u, const uint8_t *page)
-{
-	const uint64_t n = atomic_load_explicit(&r->snap_n, memory_order_acquire);
-	const uint64_t first = atomic_load_explicit(&r->snap_first, memory_order_relaxed);
-
-	if (u < first || u >= first + n)
-		return 0;
-	return r->snap[(u - first) * r->unit_pages + (uint64_t)(page - unit_addr(r, u)) / RG_PAGE] &
-	       1;
-}
-
 /*
  * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
  * known, wp = -1). Never blocks.
  */
-enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
-			       int internal)
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp)
 {
 	uint64_t u;
 	uint32_t st, seen, clear = 0;
@@ -234,8 +220,10 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 	int ret;
 
 	if (addr < r->base || addr >= r->base + r->size) {
-		/* Memory moved out of the region and not yet unregistered: plain memory, once
-		 * the REMAP event has put the evicted data there. */
+		/*
+		 * Memory moved out of the region (it stays registered with us, region_events.c):
+		 * plain memory, once the REMAP events read have put the evicted data there.
+		 */
 		if (atomic_load(&r->remaps_pending))
 			return RETRY;
 		ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
@@ -245,25 +233,6 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 	}
 	u = (uint64_t)(addr - r->base) >> (r->order + 12);
 	st = atomic_load_explicit(&r->state[u], memory_order_acquire);
-	if (internal && (st & ST_MASK) == ST_EVICTING && wp <= 0 && dropped_meanwhile(r, u, page)) {
-		/*
-		 * The evictor (or an engine) reads a page the program dropped meanwhile: zeros,
-		 * as madvise(DONTNEED) left it, write-protected so that a write waits for the
-		 * eviction. Even when an event holds the unit: that event waits for this
-		 * eviction. Only for zfolio's own readers (common/internal.c): a page of the
-		 * program's may be missing because the eviction dropped it a moment ago.
-		 * EEXIST: present (SIGBUS mode: a write), it waits below.
-		 *
-		 * The unit is torn (F_TORN): a compressor that read the page before the
-		 * program's zap and reads it again now (lz4 and zstd read the source more than
-		 * once, to check a match) made a stream that decodes to neither content, on
-		 * the unit's other pages too. The eviction does not keep such a unit.
-		 */
-		atomic_fetch_or_explicit(&r->state[u], F_TORN, memory_order_acq_rel);
-		ret = region_place(r, page, zero_page, RG_PAGE, 1);
-		if (ret != -EEXIST)
-			return ret == -EAGAIN ? RETRY : SERVED;
-	}
 	if (st & F_EVENT) {
 		if (!unit_wait_mark(r, u, &seen))
 			return WAIT;
@@ -304,14 +273,9 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		pthread_rwlock_unlock(&r->read_lock);
 		if (ret == -EEXIST) {
 			/*
-			 * A one-page unit whose page is there already: the zeros an eviction
-			 * placed for its own read of a page the program dropped (above), left
-			 * when that eviction gave the unit back and the program's REMOVE then
-			 * made it EMPTY - write-protected still if the give-back could not
-			 * unprotect it (-EAGAIN). The page is the unit's content: the unit is
-			 * resident, and a write faults once more and is let through as on any
-			 * resident unit. Treated as a failed fill, the write would fault on
-			 * the protected page forever (a hang in the events race test).
+			 * A one-page unit whose page is there already (the program's zap of a
+			 * REMOVE we could not take the pages of is still to come): the page is
+			 * the unit's content, the unit is resident.
 			 */
 			wake_range(r, page, RG_PAGE);
 			ret = 0;
@@ -384,6 +348,24 @@ static void fail_closed(zf_region *r, uint8_t *addr)
 }
 
 /*
+ * SIGBUS mode: a fault the handler could not serve, logged here through the program's log
+ * hook (region_sigbus.c asks; it waits for fail_told).
+ */
+static void log_failure(zf_region *r)
+{
+	uint64_t n;
+
+	if (read(r->log_fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+		return;
+	common_log(ZF_LOG_ERROR,
+		   "region %p: the fault at %p cannot be served (stored data lost or corrupt): "
+		   "SIGBUS",
+		   (void *)r->base, (void *)atomic_load(&r->fail_addr));
+	atomic_store(&r->fail_told, atomic_load(&r->fail_asked));
+	futex_wake_all(&r->fail_told);
+}
+
+/*
  * A fault-service thread: reads the descriptor, handles the events, serves the faults
  * (thread mode). In SIGBUS mode the one service thread reads the events only.
  */
@@ -401,22 +383,25 @@ void *region_service_main(void *arg)
 	internal_unblock_sync(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		struct pollfd pfd[2] = { { .fd = r->uffd, .events = POLLIN },
-					 { .fd = r->stop_fd, .events = POLLIN } };
+		struct pollfd pfd[3] = { { .fd = r->uffd, .events = POLLIN },
+					 { .fd = r->stop_fd, .events = POLLIN },
+					 { .fd = r->log_fd, .events = POLLIN } };
 		unsigned nretry = 0;
 		ssize_t got;
 		int timeout;
 
 		pthread_rwlock_wrlock(&r->read_lock);
-		timeout = r->ndeferred ? 1 : -1;
+		timeout = r->nqueue ? 1 : -1;
 		pthread_rwlock_unlock(&r->read_lock);
-		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
+		if (poll(pfd, 3, timeout) < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents)
 			break;
+		if (pfd[2].revents)
+			log_failure(r);
 		pthread_rwlock_wrlock(&r->read_lock);
-		if (r->ndeferred)
-			region_retry_deferred(r, c);
+		if (r->nqueue)
+			region_run_queue(r, c);
 		got = read(r->uffd, msgs, sizeof(msgs));
 		if (got < 0) {
 			pthread_rwlock_unlock(&r->read_lock);
@@ -425,6 +410,7 @@ void *region_service_main(void *arg)
 			common_log(ZF_LOG_WARN, "region: read(userfaultfd): %s", strerror(errno));
 			break;
 		}
+		TEST_POINT(TP_EVENTS_READ);
 		/* Events first, in order, under the lock: a later fault sees their effect. */
 		region_handle_events(r, c, msgs, (size_t)got / sizeof(msgs[0]));
 		pthread_rwlock_unlock(&r->read_lock);
@@ -432,17 +418,16 @@ void *region_service_main(void *arg)
 			uint8_t *addr;
 			uint64_t t0;
 			enum serve_result res;
-			int internal, wp;
+			int wp;
 
 			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			wp = (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
 			addr = (uint8_t *)(uintptr_t)msgs[i].arg.pagefault.address;
 			t0 = now_ns();
-			internal = internal_thread_is((int32_t)msgs[i].arg.pagefault.feat.ptid);
-			res = region_serve(r, c, addr, wp, internal);
+			res = region_serve(r, c, addr, wp);
 			if (res == RETRY) {
-				res = region_serve(r, c, addr, wp, internal);
+				res = region_serve(r, c, addr, wp);
 				if (res == RETRY)
 					retry[nretry++] = (uintptr_t)addr;
 			}

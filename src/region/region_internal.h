@@ -55,7 +55,8 @@
  * claimed unit waits until its folio is stored, up to a chunk's compression (~20 ms).
  */
 #define RG_CHUNK ((size_t)32 << 20)
-#define RG_DEFERRED 256 /* events waiting for units in transition */
+#define RG_QUEUE 256 /* events read and not yet handled */
+#define RG_EAGAIN_TRIES 1000 /* an evictor's moves, while the program's events come */
 
 /* The state word of a unit. */
 enum unit_state {
@@ -75,7 +76,6 @@ enum unit_state {
 #define F_EVENT (1u << 8) /* an event waits for the transition to end */
 #define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
 #define F_HOT (1u << 10) /* ZF_ADV_HOT: one more pass of the clock hand */
-#define F_TORN (1u << 11) /* a page dropped while the eviction read the unit (region_serve()) */
 
 /* What a thread needs to bring a unit in: a store reader (codec context) and a unit buffer. */
 struct fault_ctx {
@@ -85,17 +85,11 @@ struct fault_ctx {
 	int service; /* a service thread's: it must never wait for an event to be read */
 };
 
-/* An event message that waits for units in transition (region_events.c). */
-struct deferred {
-	struct uffd_msg msg;
-	uint64_t since; /* when it was read, ns */
-};
-
 struct counters {
 	_Atomic uint64_t swpout, swpin, pgmajfault, pgfault_zero, wp_faults, fault_waits,
-		limit_waits, evict_pageout, evict_reclaim, reject, evict_torn, clean_kept,
-		clean_evict, clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap,
-		copy_eagain, copy_eexist, fault_fail, resident_max;
+		limit_waits, evict_pageout, evict_reclaim, reject, clean_kept, clean_evict,
+		clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap, copy_eagain,
+		copy_eexist, fault_fail, resident_max;
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
 	_Atomic uint64_t fault_ns, swapin_load_ns, swapin_place_ns; /* sums, see zfolio.h */
@@ -128,19 +122,10 @@ struct zf_region {
 	/* Eviction: one evictor at a time (pageout callers, the reclaim thread). */
 	pthread_mutex_t evict_lock;
 	uint64_t hand; /* clock hand, under evict_lock */
-	uint8_t *stage; /* a unit, for units with holes; under evict_lock */
+	/* Where an eviction moves the pages it takes (RG_CHUNK); under evict_lock. */
+	uint8_t *evict_stage;
 	struct fault_ctx evict_ctx; /* reads a partly swapped-in unit's copy; under evict_lock */
-	/*
-	 * The eviction's snapshot: mincore() of the units [snap_first, snap_first + snap_n)
-	 * after they were write-protected. A page present then and missing now was dropped
-	 * by the program meanwhile; the evictor (or an engine) reading it must not wait for
-	 * the eviction it is part of: region_serve() gives it a zero page, write-protected.
-	 */
-	unsigned char *snap;
-	_Atomic uint64_t snap_first, snap_n;
-	/* Our own MADV_DONTNEED (drop_pages()), under read_lock: its range, not yet seen. */
-	uintptr_t self_start, self_len;
-	int self_pending;
+	uint8_t *probe; /* a page never touched: a hole to move (region_sigbus.c) */
 	_Atomic uint64_t cold_units;
 
 	/* Service threads. */
@@ -155,14 +140,23 @@ struct zf_region {
 	 * land after the zap and bring dropped data back.
 	 */
 	pthread_rwlock_t read_lock;
-	struct deferred deferred[RG_DEFERRED]; /* under read_lock */
-	unsigned ndeferred;
+	struct uffd_msg queue[RG_QUEUE]; /* events read, not yet handled; under read_lock */
+	unsigned nqueue;
 	struct fault_ctx *thread_ctx; /* one per service thread */
 
 	/* SIGBUS mode. */
 	struct fault_ctx sig_ctx[RG_SIG_CTXS];
 	_Atomic uint32_t sig_free; /* bit i: sig_ctx[i] free */
 	int slot; /* in the registry, or -1 */
+	int was_registered; /* taken out of the registry, the descriptor not yet closed */
+	/*
+	 * A fault the SIGBUS handler could not serve is logged by the service thread, through
+	 * the program's log hook, which cannot be called from a signal handler: the handler
+	 * asks (fail_asked, the address, log_fd) and waits a moment for fail_told.
+	 */
+	int log_fd;
+	_Atomic uint32_t fail_asked, fail_told;
+	_Atomic uintptr_t fail_addr;
 
 	/* Reclaim and readahead threads. */
 	pthread_mutex_t bg_lock;
@@ -416,6 +410,12 @@ static inline void after_admit(zf_region *r)
 /* region_uffd.c: the descriptor, placing pages. */
 int region_uffd_register(zf_region *r);
 int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp);
+/*
+ * Moves [src, src + len) to dst (UFFDIO_MOVE; dst registered with us, holes stay holes):
+ * the bytes moved, in order, before the kernel refused (*err); -EAGAIN is retried tries
+ * times while no progress is made.
+ */
+size_t region_move(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, int tries, int *err);
 int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 
 /* region_evict.c: evicts units of a chunk; evict_lock held, the thread registered. */
@@ -433,8 +433,7 @@ void region_fault_ctx_fini(zf_region *r, struct fault_ctx *c);
 int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
 enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
 				 int ra);
-enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
-			       int internal);
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp);
 /* What region_start() hands a service thread; region_service_main() frees it. */
 struct service_arg {
 	zf_region *r;
@@ -442,13 +441,25 @@ struct service_arg {
 };
 void *region_service_main(void *arg);
 
-/* region_events.c: handling events as read, retrying deferred ones, our own split drop. */
+/* region_events.c: queueing and handling events as read. */
 void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_msg *msgs, size_t n);
-void region_retry_deferred(zf_region *r, struct fault_ctx *c);
-void region_take_back_deferred(zf_region *r, uintptr_t start, uintptr_t end);
+void region_run_queue(zf_region *r, struct fault_ctx *c);
+/* Reads and handles the events left, the service threads gone (zf_region_destroy()). */
+void region_drain_events(zf_region *r, struct fault_ctx *c);
+/* Whether an event queued unmapped or moved memory of [start, end). Under read_lock. */
+int region_moved_on(zf_region *r, uintptr_t start, uintptr_t end);
+/*
+ * Copies the pages present in [src, src + len) back to addr (region memory they were
+ * moved out of), or where the program's events since took that memory; takes read_lock.
+ */
+void region_put_back(zf_region *r, uint8_t *addr, const uint8_t *src, size_t len);
 
-/* region_sigbus.c: a SIGBUS-mode region enters the handler's registry, and leaves it. */
+/*
+ * region_sigbus.c: a SIGBUS-mode region enters the handler's registry, and leaves it; a
+ * fault in memory moved out of a region waits from then until its descriptor is closed.
+ */
 int region_sigbus_register(zf_region *r);
 void region_sigbus_unregister(zf_region *r);
+void region_sigbus_closed(zf_region *r);
 
 #endif /* ZF_REGION_INTERNAL_H */

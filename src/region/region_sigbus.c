@@ -16,7 +16,8 @@
  * (futex) where a service thread would leave the fault unanswered. A fault that cannot
  * be served goes to the program's SIGBUS disposition (its handler, or the default that
  * kills the process); an address outside every region too, unless it is memory moved
- * out of a region by mremap() or a region being destroyed (moved_memory()).
+ * out of a region by mremap() (served as plain memory) or a region being destroyed
+ * (moved_memory()).
  *
  * docs/region.md: "SIGBUS mode", "fork"; failure modes, row 6.
  */
@@ -36,6 +37,11 @@ static _Atomic(zf_region *) registry[RG_MAX_REGIONS];
 static _Atomic int registry_active[RG_MAX_REGIONS];
 /* Regions region_sigbus_unregister() took out: a SIGBUS raised before may find no region. */
 static atomic_uint registry_gone;
+/*
+ * Regions taken out whose descriptor is still open: memory moved out of them faults until
+ * it is closed (region_sigbus_closed()); such a fault waits.
+ */
+static atomic_uint registry_closing;
 static struct sigaction prev_sigbus;
 static pthread_mutex_t sigbus_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sigbus_installed;
@@ -60,15 +66,27 @@ static struct fault_ctx *sig_ctx_get(zf_region *r, int *slot)
 }
 
 /*
- * The one message zfolio writes itself, past the log hook (zfolio.h says so): a signal
- * handler cannot call the program's sink, which may take a lock the interrupted thread
- * holds, nor format a line (vsnprintf is not async-signal-safe); write(2) is safe.
+ * Has the region's service thread log a fault that cannot be served (the program's log
+ * hook cannot be called from a signal handler: it may take a lock the interrupted thread
+ * holds), and waits until it has, or a second.
  */
-static void sig_write(const char *s)
+static void tell_failure(zf_region *r, uint8_t *addr)
 {
-	ssize_t ignored = write(STDERR_FILENO, s, strlen(s));
+	const uint32_t seq = atomic_fetch_add(&r->fail_asked, 1) + 1;
+	const uint64_t one = 1;
 
-	(void)ignored;
+	atomic_store(&r->fail_addr, (uintptr_t)addr);
+	if (write(r->log_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		return;
+	for (int i = 0; i < 1000; i++) {
+		const uint32_t told = atomic_load(&r->fail_told);
+		struct timespec ts = { 0, 1000000 };
+
+		if ((int32_t)(told - seq) >= 0)
+			return;
+		syscall(SYS_futex, (uint32_t *)&r->fail_told, FUTEX_WAIT_PRIVATE, told, &ts, NULL,
+			0);
+	}
 }
 
 /* The program's own SIGBUS handling (or the default: the signal kills the process). */
@@ -88,42 +106,89 @@ static void sigbus_chain(int sig, siginfo_t *si, void *uc)
 }
 
 /*
- * A SIGBUS at an address outside every region: memory that mremap() moved out of one
- * (still registered until its REMAP event is handled: the data of evicted units is put
- * there first), or a region zf_region_destroy() unregistered after the fault was raised
- * and before this handler looked (the access succeeds, or faults as plain memory, once
- * retried). Waits for that, and says so (once per page), or says no: not ours.
+ * Serves a fault in memory the program moved out of region r with mremap() (it stays
+ * registered with r's descriptor, region_events.c): as plain memory, once the REMAP
+ * events read have put the evicted data there. Returns 1 (served: retry the access), 0
+ * (not r's memory).
+ */
+static int serve_moved(zf_region *r, uint8_t *page)
+{
+	for (;;) {
+		struct uffdio_move probe = { .dst = (uintptr_t)page,
+					     .src = (uintptr_t)r->probe,
+					     .len = RG_PAGE,
+					     .mode = UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES |
+						     UFFDIO_MOVE_MODE_DONTWAKE };
+		int ret;
+
+		if (atomic_load_explicit(&r->dying, memory_order_acquire))
+			return 1; /* its memory is unregistered soon: retried until then */
+		if (atomic_load_explicit(&r->remaps_pending, memory_order_acquire)) {
+			sched_yield();
+			continue;
+		}
+		/*
+		 * Registered with r's descriptor? Moving a hole there says (the kernel checks
+		 * the destination's registration first) and moves nothing. A copy would not:
+		 * it fills memory registered with any descriptor, the program's own too.
+		 */
+		ret = uffd_range(r, UFFDIO_MOVE, &probe);
+		if (ret == -EAGAIN) {
+			sched_yield();
+			continue;
+		}
+		if (ret == -EEXIST) {
+			/* A page there (placed meanwhile, or a write to a protected one). */
+			(void)protect(r, page, RG_PAGE, 0);
+			return 1;
+		}
+		if (ret)
+			return 0;
+		ret = region_zero_fill(r, page, RG_PAGE);
+		if (ret == -EEXIST) /* there: a write to a write-protected page */
+			ret = protect(r, page, RG_PAGE, 0);
+		if (ret != -EAGAIN)
+			return 1;
+		sched_yield();
+	}
+}
+
+/*
+ * A SIGBUS at an address outside every region: memory moved out of one (serve_moved()),
+ * or a region zf_region_destroy() took out of the registry after the fault was raised
+ * (the access succeeds, or faults as plain memory, once retried: retried once per page
+ * and region destroyed). Returns 1 when the access may be retried, 0: not ours.
  */
 static int moved_memory(uint8_t *addr)
 {
-	static __thread uintptr_t retried;
+	static __thread uintptr_t retried_page;
+	static __thread unsigned retried_gone;
 	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1));
-	/* A region destroyed between the fault and this handler: unregistered already. */
-	int any = atomic_load_explicit(&registry_gone, memory_order_acquire) != 0;
+	const unsigned gone = atomic_load_explicit(&registry_gone, memory_order_acquire);
 
 	for (int i = 0; i < RG_MAX_REGIONS; i++) {
-		zf_region *r = atomic_load_explicit(&registry[i], memory_order_acquire);
-		struct uffdio_writeprotect w = { .range = { (uintptr_t)page, RG_PAGE }, .mode = 0 };
+		zf_region *r;
+		int served = 0;
 
-		if (!r)
+		if (!atomic_load_explicit(&registry[i], memory_order_relaxed))
 			continue;
-		any |= atomic_load(&r->remapped);
-		/* Still registered with this region's descriptor: wait for the unregister. */
-		for (int tries = 0; tries < 20000 && !ioctl(r->uffd, UFFDIO_WRITEPROTECT, &w);
-		     tries++) {
-			struct timespec ts = { 0, 100000 };
-
-			nanosleep(&ts, NULL);
-			if (tries == 19999)
-				return 0;
-		}
+		atomic_fetch_add_explicit(&registry_active[i], 1, memory_order_seq_cst);
+		r = atomic_load_explicit(&registry[i], memory_order_seq_cst);
+		if (r && atomic_load(&r->remapped))
+			served = serve_moved(r, page);
+		atomic_fetch_sub_explicit(&registry_active[i], 1, memory_order_release);
+		if (served)
+			return 1;
 	}
-	/* Unregistered already (or meanwhile): the access succeeds now; retry it once. */
-	if (any && retried != (uintptr_t)page) {
-		retried = (uintptr_t)page;
+	if (atomic_load_explicit(&registry_closing, memory_order_acquire)) {
+		sched_yield();
 		return 1;
 	}
-	retried = 0;
+	if (gone && (retried_page != (uintptr_t)page || retried_gone != gone)) {
+		retried_page = (uintptr_t)page;
+		retried_gone = gone;
+		return 1;
+	}
 	return 0;
 }
 
@@ -157,7 +222,7 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 				uint64_t u = (uint64_t)(addr - r->base) >> (r->order + 12);
 				uint32_t seen;
 
-				res = region_serve(r, c, addr, -1, internal_thread_is_me());
+				res = region_serve(r, c, addr, -1);
 				if (res == SERVED || res == FAILED || res == GONE)
 					break;
 				if (atomic_load_explicit(&r->dying, memory_order_acquire)) {
@@ -181,13 +246,11 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 			atomic_fetch_or_explicit(&r->sig_free, 1u << slot, memory_order_release);
 			if (res == SERVED)
 				lat_record(r, t0);
+			if (res == FAILED)
+				tell_failure(r, addr);
 			atomic_fetch_sub_explicit(&registry_active[i], 1, memory_order_release);
-			if (res == FAILED) {
-				sig_write(
-					"zfolio: a fault in a region cannot be served: the stored "
-					"data is lost or corrupt (SIGBUS)\n");
+			if (res == FAILED)
 				break;
-			}
 			errno = saved_errno;
 			return;
 		}
@@ -257,8 +320,18 @@ void region_sigbus_unregister(zf_region *r)
 	pthread_mutex_lock(&sigbus_lock);
 	atomic_store_explicit(&registry[r->slot], NULL, memory_order_seq_cst);
 	pthread_mutex_unlock(&sigbus_lock);
+	atomic_fetch_add_explicit(&registry_closing, 1, memory_order_release);
 	atomic_fetch_add_explicit(&registry_gone, 1, memory_order_release);
 	while (atomic_load_explicit(&registry_active[r->slot], memory_order_seq_cst))
 		sched_yield();
 	r->slot = -1;
+	r->was_registered = 1;
+}
+
+void region_sigbus_closed(zf_region *r)
+{
+	if (!r->was_registered)
+		return;
+	atomic_fetch_sub_explicit(&registry_closing, 1, memory_order_release);
+	r->was_registered = 0;
 }

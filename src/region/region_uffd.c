@@ -5,16 +5,17 @@
  * Opening falls back from the system call to /dev/userfaultfd, then to user-mode-only
  * faults (vm.unprivileged_userfaultfd=0 refuses the first to non-root users). Features
  * are probed on a throwaway descriptor, since a second UFFDIO_API on one is refused; the
- * region asks for the events (REMOVE, UNMAP, REMAP), the faulting thread's id (to tell
- * zfolio's own readers apart, common/internal.c), SIGBUS mode when chosen, and POISON
- * when the kernel has it (failing closed in thread mode).
+ * region asks for the events (REMOVE, UNMAP, REMAP), UFFDIO_MOVE (eviction takes pages
+ * away with it: Linux 6.8), SIGBUS mode when chosen, and POISON when the kernel has it
+ * (failing closed in thread mode).
  *
  * Placing pages: UFFDIO_COPY and UFFDIO_ZEROPAGE answer a fault and wake the threads
  * waiting on the range. Their failures are part of the protocol, not errors: EEXIST
  * means a page is there already (a duplicate fault, served meanwhile: the rest goes
  * page by page and the page's waiters are woken), EAGAIN that the layout is changing
  * (an event is queued: the caller retries once it is read), ENOENT/ESRCH that the range
- * is gone.
+ * is gone. UFFDIO_MOVE (region_move()) takes pages out of the program's mapping into a
+ * staging area registered with us for the moment, or gives them back.
  *
  * docs/region.md: "Setup", "Placing pages"; failure modes, rows 1-3, 11 and 12.
  */
@@ -64,7 +65,7 @@ static int uffd_probe(uint64_t *features)
 int region_uffd_register(zf_region *r)
 {
 	const uint64_t want = UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP |
-			      UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_THREAD_ID |
+			      UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_MOVE |
 			      (r->o.fault_mode == ZF_FAULT_SIGBUS ? UFFD_FEATURE_SIGBUS : 0);
 	uint64_t have;
 	struct uffdio_api api = { .api = UFFD_API };
@@ -73,7 +74,8 @@ int region_uffd_register(zf_region *r)
 		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
 	};
 	const uint64_t need_ioctls = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) |
-				     (1ull << _UFFDIO_WAKE) | (1ull << _UFFDIO_WRITEPROTECT);
+				     (1ull << _UFFDIO_WAKE) | (1ull << _UFFDIO_WRITEPROTECT) |
+				     (1ull << _UFFDIO_MOVE);
 
 	TRY(uffd_probe(&have));
 	if ((have & want) != want)
@@ -89,7 +91,11 @@ int region_uffd_register(zf_region *r)
 	 * A huge page would fill "missing" pages behind our back (docs/region.md, failure
 	 * modes, row 12). MADV_DONTFORK: the fork policy (region.c; docs/region.md, fork).
 	 */
-	if (madvise(r->base, r->size, MADV_NOHUGEPAGE) || madvise(r->base, r->size, MADV_DONTFORK))
+	if (madvise(r->base, r->size, MADV_NOHUGEPAGE) ||
+	    madvise(r->base, r->size, MADV_DONTFORK) ||
+	    madvise(r->evict_stage, RG_CHUNK, MADV_NOHUGEPAGE) ||
+	    madvise(r->evict_stage, RG_CHUNK, MADV_DONTFORK) ||
+	    madvise(r->probe, ZF_UNIT_MAX, MADV_NOHUGEPAGE))
 		return -errno;
 	if (ioctl(r->uffd, UFFDIO_REGISTER, &reg))
 		return errno == EINVAL ? -ENOTSUP : -errno;
@@ -164,4 +170,35 @@ int region_zero_fill(zf_region *r, uint8_t *addr, size_t len)
 			return ret;
 	}
 	return 0;
+}
+
+size_t region_move(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, int tries, int *err)
+{
+	size_t done = 0;
+
+	*err = 0;
+	while (done < len) {
+		struct uffdio_move m = {
+			.dst = (uintptr_t)(dst + done),
+			.src = (uintptr_t)(src + done),
+			.len = len - done,
+			.mode = UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES | UFFDIO_MOVE_MODE_DONTWAKE,
+		};
+		const int ret = uffd_range(r, UFFDIO_MOVE, &m);
+
+		/* move is signed: a negative value is an error, not progress. */
+		if (m.move > 0)
+			done += (size_t)m.move;
+		if (!ret)
+			continue;
+		/* EAGAIN: an event of the program's is queued (the layout is changing). */
+		if (ret == -EAGAIN && (m.move > 0 || tries-- > 0)) {
+			if (m.move <= 0)
+				sched_yield();
+			continue;
+		}
+		*err = ret;
+		break;
+	}
+	return done;
 }

@@ -34,4 +34,18 @@ struct uffdio_poison {
 #define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
 #endif
 
+#ifndef UFFDIO_MOVE
+#define _UFFDIO_MOVE (0x05)
+struct uffdio_move {
+	__u64 dst;
+	__u64 src;
+	__u64 len;
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#define UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES ((__u64)1 << 1)
+	__u64 mode;
+	__s64 move;
+};
+#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
+#endif
+
 #endif /* ZF_UFFD_COMPAT_H */
