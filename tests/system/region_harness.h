@@ -237,5 +237,7 @@ int case_clean(void);
 int case_readahead(void);
 int case_advise(void);
 int case_signal(void);
+int case_remap(void);
+int case_evict_meets(void);
 
 #endif /* ZF_REGION_HARNESS_H */

@@ -440,10 +440,10 @@ static int events_race(const struct cfg *c)
 	      "fault_fail %llu ev_remove %llu ev_unmap %llu", U(st.fault_fail), U(st.ev_remove),
 	      U(st.ev_unmap));
 	printf("     events race %s %s: %llu steps (%llu DONTNEEDs), %llu units evicted, %llu "
-	       "reads, copy_eagain %llu, evict_torn %llu\n",
+	       "reads, copy_eagain %llu, reject %llu\n",
 	       mode_name(c->mode), unit_name(c->unit), U(ops), U(drops),
 	       U(atomic_load(&er.evicted)), U(atomic_load(&er.reads)), U(st.copy_eagain),
-	       U(st.evict_torn));
+	       U(st.reject));
 	close_keeping_foreign(&g, tail, 2 * g.unit, 9);
 	free(ver);
 	return PASS;

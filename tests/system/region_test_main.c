@@ -76,6 +76,8 @@ static const struct {
 	{ "signal", case_signal, 110 },
 	{ "advise", case_advise, 110 },
 	{ "full", case_full, 110 },
+	{ "remap", case_remap, 110 },
+	{ "evict_meets", case_evict_meets, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -1,0 +1,226 @@
+/*
+ * region_test_remap.c - the program's mremap() and munmap() at the worst moments, made to
+ * happen there every run with the test build's points (src/common/test_point.h):
+ *
+ *  remap        memory moved out with mremap() and back, then other memory moved to the
+ *               same address: the data follows, in both modes (a SIGBUS-mode region
+ *               once took the second fault there for a foreign SIGBUS and the program
+ *               died); and moved away and back before the first REMAP is handled (the
+ *               evicted data was placed at an address the memory had left: zeros).
+ *  evict_meets  the program unmaps or moves a range while an eviction holds it, after the
+ *               units are claimed and after their pages were taken: no crash in the
+ *               library (a compressor once read the unmapped range: SIGSEGV), the moved
+ *               data intact, the memory mapped in its place left alone.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/test_point.h"
+#include "region_harness.h"
+
+static size_t remap_units(uint32_t unit)
+{
+	return unit == KiB(4) ? 64 : unit == KiB(64) ? 32 : 8;
+}
+
+/* An address for len bytes, aligned to a unit, that nothing uses (a reservation). */
+static uint8_t *reserve(size_t len, size_t unit, uint8_t **resv)
+{
+	*resv = mmap(NULL, len + unit, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		     0);
+	if (*resv == MAP_FAILED)
+		return NULL;
+	return (uint8_t *)(((uintptr_t)*resv + unit - 1) & ~(uintptr_t)(unit - 1));
+}
+
+/* Whether [p, p + len) of moved memory holds units [u, u + n) of want. */
+static void check_moved(struct rg *g, const uint8_t *p, size_t u, size_t n, const char *what)
+{
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(p + i * g->unit, g->want + (u + i) * g->unit, g->unit))
+			FAILF("%s: unit %llu has other bytes at %p (%s)", what, U(u + i),
+			      (void *)(p + i * g->unit),
+			      page_is_zero(p + i * g->unit) ? "its first page reads zeros" : "");
+}
+
+/*
+ * Away and back, then other memory to the same address. Units [0, n/2) evicted: A = two
+ * of them, B = two others.
+ */
+static int remap_reuse(const struct cfg *c)
+{
+	const size_t n = remap_units(c->unit), half = n / 2, len = 2 * c->unit;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	uint8_t *resv, *t;
+	struct rg g;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	rg_fill(&g, 0, n, 2);
+	PAGEOUT(&g, 0, half, half);
+	t = reserve(len, g.unit, &resv);
+	CHECK(t, "mmap: %s", strerror(errno));
+	/* A away to t: its evicted data follows. */
+	CHECK(mremap(g.base + 1 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
+	      "mremap: %s", strerror(errno));
+	check_moved(&g, t, 1, 2, "A moved away");
+	/* And back. */
+	CHECK(mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, g.base + 1 * g.unit) ==
+		      g.base + 1 * g.unit,
+	      "mremap back: %s", strerror(errno));
+	check_moved(&g, g.base + 1 * g.unit, 1, 2, "A moved back");
+	/* B, evicted, to the same address t: each first touch there faults again. */
+	CHECK(mremap(g.base + 4 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
+	      "mremap of B: %s", strerror(errno));
+	check_moved(&g, t, 4, 2, "B moved where A had been");
+	/* Both are the program's memory now: writable, and the region goes on. */
+	memset(t, 0x5a, len);
+	memset(g.base + 1 * g.unit, 0xa5, len);
+	CHECK(t[len - 1] == 0x5a && g.base[3 * g.unit - 1] == (uint8_t)0xa5, "moved memory");
+	VERIFY_UNITS(&g, 6, n, "the rest of the region");
+	munmap(t, len);
+	munmap(resv, len + g.unit);
+	rg_close(&g);
+	return PASS;
+}
+
+/*
+ * For remap_back(): events wait at the head of the queue until nothing is mapped at
+ * gone any more (the program's second mremap moved it on) or a deadline passes.
+ */
+struct hold {
+	uint8_t *gone;
+	uint64_t deadline;
+};
+
+static int until_unmapped(enum test_point point, void *arg)
+{
+	struct hold *h = arg;
+	unsigned char v;
+
+	(void)point;
+	return !(mincore(h->gone, PAGE, &v) && errno == ENOMEM) && now_ns() < h->deadline;
+}
+
+/* Away and straight back, the first REMAP handled only after the second move. */
+static int remap_back(const struct cfg *c)
+{
+	const size_t n = remap_units(c->unit), half = n / 2, len = 2 * c->unit;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	struct hold h = { 0 };
+	uint8_t *resv, *t, *a;
+	struct rg g;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	rg_fill(&g, 0, n, 2);
+	PAGEOUT(&g, 0, half, half);
+	t = reserve(len, g.unit, &resv);
+	CHECK(t, "mmap: %s", strerror(errno));
+	a = g.base + 2 * g.unit;
+	h.gone = t;
+	h.deadline = now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	test_point_set(TP_EVENT_HANDLE, until_unmapped, &h);
+	CHECK(mremap(a, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t, "mremap: %s",
+	      strerror(errno));
+	CHECK(mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, a) == a, "mremap back: %s",
+	      strerror(errno));
+	CHECK(now_ns() < h.deadline, "the second mremap came after the deadline");
+	check_moved(&g, a, 2, 2, "moved away and back before its event was handled");
+	test_point_set(TP_EVENT_HANDLE, NULL, NULL);
+	VERIFY_UNITS(&g, 4, n, "the rest of the region");
+	munmap(resv, len + g.unit);
+	rg_close(&g);
+	return PASS;
+}
+
+/* For evict_meets(): what the program does while an eviction holds units [u, u + 2). */
+struct meet {
+	struct rg *g;
+	size_t u;
+	enum test_point at;
+	int move; /* mremap away (to dst), else munmap and map memory of its own there */
+	uint8_t *dst;
+	int done;
+};
+
+static int program_acts(enum test_point point, void *arg)
+{
+	struct meet *m = arg;
+	uint8_t *p = m->g->base + m->u * m->g->unit;
+	const size_t len = 2 * m->g->unit;
+
+	if (point != m->at || m->done)
+		return 0;
+	m->done = 1;
+	if (m->move) {
+		if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, m->dst) != m->dst)
+			FAILF("mremap: %s", strerror(errno));
+		return 0;
+	}
+	if (munmap(p, len) || mmap(p, len, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != p)
+		FAILF("munmap and mmap: %s", strerror(errno));
+	memset(p, 0x3c, len);
+	return 0;
+}
+
+static int evict_meets(const struct cfg *c)
+{
+	static const enum test_point at[] = { TP_EVICT_CLAIMED, TP_EVICT_MOVED, TP_EVICT_STORED };
+	const size_t n = remap_units(c->unit), len = 2 * c->unit;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	uint8_t gone[64] = { 0 };
+	struct rg g;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 2));
+	rg_fill(&g, 0, n, 2);
+	for (size_t k = 0; k < 2 * sizeof(at) / sizeof(at[0]); k++) {
+		struct meet m = { .g = &g, .u = 2 + 3 * k, .at = at[k / 2], .move = k % 2 };
+		uint8_t *resv = NULL;
+		long ret;
+
+		if (m.u + 2 > n)
+			break;
+		if (m.move)
+			CHECK(m.dst = reserve(len, g.unit, &resv), "mmap: %s", strerror(errno));
+		test_point_set(m.at, program_acts, &m);
+		ret = zf_region_pageout(g.r, g.base, g.size);
+		test_point_set(m.at, NULL, NULL);
+		CHECK(ret >= 0 && m.done, "pageout: %ld (the program's step ran: %d)", ret, m.done);
+		if (m.move) {
+			check_moved(&g, m.dst, m.u, 2, "moved while being evicted");
+			munmap(m.dst, len);
+			munmap(resv, len + g.unit);
+		} else {
+			for (size_t i = 0; i < len; i++)
+				if (g.base[m.u * g.unit + i] != 0x3c)
+					FAILF("the memory the program mapped in place of units "
+					      "%llu+2 "
+					      "while they were evicted changed at byte %llu",
+					      U(m.u), U(i));
+		}
+		/* Those units left the region; the others hold what they held. */
+		gone[m.u] = gone[m.u + 1] = 1;
+		for (size_t u = 0; u < n; u++)
+			if (!gone[u])
+				VERIFY_UNITS(&g, u, u + 1, "the region's other units");
+	}
+	rg_close(&g);
+	return PASS;
+}
+
+static const uint32_t units[] = { KiB(4), KiB(64), KiB(2048) };
+
+int case_remap(void)
+{
+	each_config("remap reuse", remap_reuse, units, 3, 0, 20);
+	each_config("remap back", remap_back, units, 3, 0, 20);
+	return failures ? FAIL : PASS;
+}
+
+int case_evict_meets(void)
+{
+	each_config("evict meets", evict_meets, units, 3, 0, 30);
+	return failures ? FAIL : PASS;
+}
