@@ -376,7 +376,11 @@ static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *
 static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint64_t index,
 			   void *dst, size_t len)
 {
-	const uint64_t end = index + len / STORE_PAGE;
+	/*
+	 * Offsets from index, not page numbers: the last folio of the index space ends at
+	 * 2^64, which wraps to 0 (then at - index is still pages).
+	 */
+	const uint64_t pages = len / STORE_PAGE;
 	struct get_tally t = { 0 };
 	uint64_t at = index, step;
 	int ret = 0;
@@ -387,17 +391,17 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 	if (!g && !(g = store_get_ctx(s->codec, 0)))
 		return -ENOMEM;
 	sh = shard_of(s, owner, index);
-	while (at < end && !ret) {
+	while (at - index < pages && !ret) {
 		struct entry *ents[GET_BATCH];
 		struct entry_view v[GET_BATCH];
 		unsigned n = 0;
 
 		pthread_mutex_lock(&sh->lock);
-		while (n < GET_BATCH && at < end) {
+		while (n < GET_BATCH && at - index < pages) {
 			/* As put_commit(): the misses of the next lookups overlap this one's. */
-			if (at + LOOKUP_BUCKET_AHEAD * step < end)
+			if (at - index + LOOKUP_BUCKET_AHEAD * step < pages)
 				table_prefetch_bucket(sh, owner, at + LOOKUP_BUCKET_AHEAD * step);
-			if (at + LOOKUP_ENTRY_AHEAD * step < end)
+			if (at - index + LOOKUP_ENTRY_AHEAD * step < pages)
 				table_prefetch_chain(sh, owner, at + LOOKUP_ENTRY_AHEAD * step);
 			ents[n] = entry_lookup_locked(s, sh, owner, at, &v[n]);
 			if (!ents[n]) {
@@ -405,7 +409,7 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 				break;
 			}
 			/* A unit that begins before the folio or ends after it is not the folio's. */
-			if (v[n].index != at || at + (1u << v[n].order) > end) {
+			if (v[n].index != at || at - index + (1u << v[n].order) > pages) {
 				ret = -EINVAL;
 				n++;
 				break;
