@@ -1,16 +1,19 @@
 /*
- * make_op_seeds.c - writes the seed corpus of the store's fuzz target.
+ * make_op_seeds.c - writes the seed corpora of the store and backing-tier fuzz targets.
  *
  *   make_op_seeds OUTDIR
  *
- * replaces the seed-* files of OUTDIR/store/ (found-*, regress-* and crash-* are kept)
- * with op streams made with the encoder of store_ops.h: a scenario aimed at each part of
- * the store (split and unit modes and folios of every size over each other, the last
- * folio of the index space, puts in flight, engines, a pool limit with each policy,
- * writeback to a file too small for it, injected I/O errors, corrupt units, every codec,
- * rejected calls), then a few streams from a weighted random generator with a fixed
- * seed. Every seed is run through its interpreter before it is written: a seed that
- * fails is not a seed. The output depends only on this file.
+ * replaces the seed-* files of OUTDIR/store/ and OUTDIR/backing/ (found-*, regress-*
+ * and crash-* are kept) with op streams made with the encoders of store_ops.h and
+ * backing_ops.h: a scenario aimed at each part of the store (split and unit modes and
+ * folios of every size over each other, the last folio of the index space, puts in
+ * flight, engines, a pool limit with each policy, writeback to a file too small for it,
+ * injected I/O errors, corrupt units, every codec, rejected calls) and of the backing
+ * tier (slot sizes, next fit around the end, reads past the end of the file, batches
+ * through the ring, injected errors, reopen and second open for each kind of path), then
+ * a few streams from a weighted random generator with a fixed seed. Every seed is run
+ * through its interpreter before it is written: a seed that fails is not a seed. The
+ * output depends only on this file (and, through those runs, on nothing it writes).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backing_ops.h"
 #include "store_ops.h"
 
 struct stream {
@@ -177,6 +181,62 @@ static void s_random(struct stream *s, unsigned profile, unsigned nops)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* Backing streams                                                                    */
+/* ---------------------------------------------------------------------------------- */
+
+struct bopts {
+	unsigned shift, io_mode, path, slots, depth, partial;
+};
+
+enum { P_DIR = 0, P_NEW = 1, P_OLD = 2 };
+enum { IO_AUTO = 0, IO_URING = 1, IO_SYNC = 2 };
+
+static void b_begin(struct stream *s, const struct bopts *o)
+{
+	const uint8_t h[BOP_HEADER] = {
+		(uint8_t)((o->shift & 15) | (o->io_mode & 3) << 4 | (o->path & 3) << 6),
+		(uint8_t)((o->slots & 15) | (o->depth & 7) << 4 | (o->partial & 1) << 7),
+	};
+
+	s->len = 0;
+	bytes(s, h, sizeof(h));
+}
+
+static void b_op(struct stream *s, enum bop_code op, unsigned param, unsigned sel, uint32_t a,
+		 uint32_t b)
+{
+	uint8_t rec[BOP_RECORD];
+
+	bop_encode(rec, op, param, sel, a, b);
+	bytes(s, rec, sizeof(rec));
+}
+
+static void b_random(struct stream *s, unsigned nops)
+{
+	/* alloc, -, burst, free, stride, write, -, read, -, mixed, bad, inject, stats, verify, reopen, second */
+	static const unsigned w[BOP_NR_CODES] = {
+		20, 0, 6, 12, 3, 15, 0, 15, 0, 8, 3, 4, 2, 2, 1, 1
+	};
+	unsigned total = 0;
+
+	for (unsigned i = 0; i < BOP_NR_CODES; i++)
+		total += w[i];
+	for (unsigned i = 0; i < nops; i++) {
+		unsigned r = below(total), op = 0, param, sel;
+		uint32_t a, b;
+
+		while (r >= w[op])
+			r -= w[op++];
+		/* One call per statement: the order of a call's arguments is unspecified. */
+		param = below(16);
+		sel = below(256);
+		a = below(1u << 24);
+		b = below(1u << 24);
+		b_op(s, (enum bop_code)op, param, sel, a, b);
+	}
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* Writing                                                                            */
 /* ---------------------------------------------------------------------------------- */
 
@@ -197,15 +257,20 @@ static void remove_old_seeds(const char *dir)
 	closedir(dp);
 }
 
-static void write_seed(const char *dir, const char *name, const struct stream *s)
+static void write_seed(const char *dir, const char *name, const struct stream *s, int store)
 {
 	char path[4096];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/seed-%s", dir, name);
 	/* Every seed must pass, or it is not a seed. */
-	store_ops_set_context(path);
-	store_ops_run(s->buf, s->len);
+	if (store) {
+		store_ops_set_context(path);
+		store_ops_run(s->buf, s->len);
+	} else {
+		backing_ops_set_context(path);
+		backing_ops_run(s->buf, s->len);
+	}
 	f = fopen(path, "wb");
 	if (!f || fwrite(s->buf, 1, s->len, f) != s->len || fclose(f) != 0) {
 		fprintf(stderr, "make_op_seeds: %s: %s\n", path, strerror(errno));
@@ -237,7 +302,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_INVALIDATE, 0, SEL(0, 1), 100, 300);
 	s_op(&s, SOP_STATS, 0, 0, 5, 6);
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "split-folios", &s);
+	write_seed(dir, "split-folios", &s, 1);
 
 	/* Unit mode (64 KiB): smaller and larger folios over each other. */
 	o = (struct sopts){ .unitk = 4 };
@@ -259,7 +324,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_INVALIDATE, 0, SEL(0, 0), 40, 100);
 	s_op(&s, SOP_STATS, 0, 0, 1, 2);
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "unit-64k-overlap", &s);
+	write_seed(dir, "unit-64k-overlap", &s, 1);
 
 	/* 2 MiB units, with small folios inside them and partial loads. */
 	o = (struct sopts){ .unitk = 9, .codec = 2 };
@@ -273,7 +338,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_GET_FOLIO, 0, SEL(9, 1), 0, 0);
 	s_op(&s, SOP_GET_FOLIO, 0, SEL(3, 1), 8, 0);
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "unit-2m", &s);
+	write_seed(dir, "unit-2m", &s, 1);
 
 	/*
 	 * The last folios of the index space (window 3 ends at 2^64): a folio get there once
@@ -294,7 +359,7 @@ static void store_seeds(const char *dir)
 		s_op(&s, SOP_GET_FOLIO, 0, SEL(0, 3), 2047, 0);
 		s_op(&s, SOP_INVALIDATE, 15, SEL(0, 3), 2047, 0);
 		s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-		write_seed(dir, u ? "top-of-index-unit" : "top-of-index-split", &s);
+		write_seed(dir, u ? "top-of-index-unit" : "top-of-index-split", &s, 1);
 	}
 
 	/* Same-filled folios (one value across units), near-same and sparse pages. */
@@ -309,7 +374,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_CORRUPT, 0, SEL(0, 0), 64, 0); /* same-filled: -ENOTSUP */
 	s_op(&s, SOP_STATS, 0, 0, 9, 9);
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "same-filled", &s);
+	write_seed(dir, "same-filled", &s, 1);
 
 	/* reject_incompressible: random pages refused, text, sparse and same-filled taken. */
 	for (unsigned pct = 0; pct < 8; pct += 4) {
@@ -321,7 +386,7 @@ static void store_seeds(const char *dir)
 		s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
 		snprintf(name, sizeof(name), "reject-incompressible-pct%u",
 			 sop_incompressible_pct[pct]);
-		write_seed(dir, name, &s);
+		write_seed(dir, name, &s, 1);
 	}
 
 	/* Every codec, and each incompressible threshold, on mixed pages. */
@@ -333,7 +398,7 @@ static void store_seeds(const char *dir)
 		snprintf(name, sizeof(name), "codec-%u-%s", c, sop_codecs[c]);
 		for (char *p = name; *p; p++)
 			*p = *p == ':' ? '_' : *p;
-		write_seed(dir, name, &s);
+		write_seed(dir, name, &s, 1);
 	}
 
 	/* Puts in flight: overlapping, finished out of order, invalidated meanwhile. */
@@ -352,7 +417,7 @@ static void store_seeds(const char *dir)
 		s_op(&s, SOP_PUT_START, k + 8, SEL(k, 1), 64 * k, k);
 	s_op(&s, SOP_PUT_FINISH, 0, 0, 0, 2);
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "puts-in-flight", &s);
+	write_seed(dir, "puts-in-flight", &s, 1);
 
 	/* Engines: 2 MiB folios go to them (split: 512 units; unit mode: 32 of 64 KiB). */
 	for (unsigned e = 1; e <= 2; e++) {
@@ -371,7 +436,7 @@ static void store_seeds(const char *dir)
 		s_op(&s, SOP_PUT_FINISH, 0, 0, 0, 0);
 		s_op(&s, SOP_GET_FOLIO, 0, SEL(9, 0), 0, 0);
 		s_op(&s, SOP_STATS, 0, 0, 1, 1);
-		write_seed(dir, e == 1 ? "engines-1-split" : "engines-2-unit", &s);
+		write_seed(dir, e == 1 ? "engines-1-split" : "engines-2-unit", &s, 1);
 	}
 
 	/* A pool limit, reject policy: -ENOSPC, then room again after invalidation. */
@@ -385,7 +450,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_INVALIDATE, 0, SEL(0, 0), 0, 200);
 	s_op(&s, SOP_PUT, SOP_TEXT, SEL(4, 0), 300, 5);
 	s_op(&s, SOP_STATS, 0, 0, 0, 0);
-	write_seed(dir, "limit-reject", &s);
+	write_seed(dir, "limit-reject", &s, 1);
 
 	/* A pool limit, writeback policy: puts write the oldest units back to make room. */
 	for (unsigned b = 0; b < 2; b++) {
@@ -403,7 +468,7 @@ static void store_seeds(const char *dir)
 		s_op(&s, SOP_OVERWRITE, 3, UNIT, 0, 2);
 		s_op(&s, SOP_INVALIDATE, 0, SEL(0, 0), 0, 40);
 		s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-		write_seed(dir, b ? "limit-writeback" : "limit-writeback-small-file", &s);
+		write_seed(dir, b ? "limit-writeback" : "limit-writeback-small-file", &s, 1);
 	}
 
 	/* Writeback on request: a byte, a page, some, all; then gets from the file. */
@@ -423,7 +488,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_WRITEBACK, 5, 0, 0, 0);
 	s_op(&s, SOP_WRITEBACK, 5, 0, 0, 0); /* nothing left: 0 */
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "writeback", &s);
+	write_seed(dir, "writeback", &s, 1);
 
 	/* A backing file of 3 slots: writeback fails for want of room (probes). */
 	o = (struct sopts){ .backing = BK_DIR, .bbytes = 1 };
@@ -436,7 +501,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_WRITEBACK, 5, 0, 0, 0);
 	s_op(&s, SOP_WRITEBACK, 4, 0, 100, 0);
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "writeback-file-full", &s);
+	write_seed(dir, "writeback-file-full", &s, 1);
 
 	/* Injected write and read errors of the backing file. */
 	o = (struct sopts){ .backing = BK_DIR, .bbytes = 5, .unitk = 2 };
@@ -455,7 +520,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_GET_FOLIO, 0, SEL(6, 0), 0, 0);
 	s_op(&s, SOP_INJECT, 0, 3, 0, 0); /* disarmed */
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "inject-io-errors", &s);
+	write_seed(dir, "inject-io-errors", &s, 1);
 
 	/* Corrupt units: -EBADMSG from the pool, by page, in a folio, from the file. */
 	o = (struct sopts){ .backing = BK_DIR, .bbytes = 7, .unitk = 2, .codec = 4 };
@@ -473,7 +538,7 @@ static void store_seeds(const char *dir)
 	s_op(&s, SOP_GET, 0, SEL(0, 0), 4, 0);
 	s_op(&s, SOP_OVERWRITE, 3, SEL(2, 0), 0, 0);
 	s_op(&s, SOP_VERIFY, 0, 0, 0, 0);
-	write_seed(dir, "corrupt", &s);
+	write_seed(dir, "corrupt", &s, 1);
 
 	/* Calls that must be refused, each kind, then all together. */
 	o = (struct sopts){ .backing = BK_NAMED, .bbytes = 3 };
@@ -482,7 +547,7 @@ static void store_seeds(const char *dir)
 	for (unsigned k = 0; k < 8; k++)
 		s_op(&s, SOP_BAD, k, 0, 3 * k, 0);
 	s_op(&s, SOP_WRITEBACK, 0, 0, 0, 0);
-	write_seed(dir, "refused-calls", &s);
+	write_seed(dir, "refused-calls", &s, 1);
 
 	/* Warm pages: none kept, a few, more than the pool; compaction gives them back. */
 	for (unsigned wm = 1; wm < 8; wm += 3) {
@@ -497,7 +562,7 @@ static void store_seeds(const char *dir)
 		s_op(&s, SOP_COMPACT, 0, 0, 0, 0);
 		s_random(&s, 0, 30);
 		snprintf(name, sizeof(name), "warm-pages-%u", wm);
-		write_seed(dir, name, &s);
+		write_seed(dir, name, &s, 1);
 	}
 
 	/* verify, zstd, 512 KiB units; the store destroyed full (with a named backing file). */
@@ -508,7 +573,7 @@ static void store_seeds(const char *dir)
 	rng_state = 0x6b656570ull;
 	s_random(&s, 2, 40);
 	s_op(&s, SOP_WRITEBACK, 4, 0, 500, 0);
-	write_seed(dir, "verify-keep-full", &s);
+	write_seed(dir, "verify-keep-full", &s, 1);
 
 	/* Random streams of each profile, with random options (no engines: kept short). */
 	for (unsigned i = 0; i < 8; i++) {
@@ -529,7 +594,156 @@ static void store_seeds(const char *dir)
 		s_begin(&s, &o);
 		s_random(&s, i % 4, 120);
 		snprintf(name, sizeof(name), "random-%u", i);
-		write_seed(dir, name, &s);
+		write_seed(dir, name, &s, 1);
+	}
+	free(s.buf);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The backing tier's seeds                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+static void backing_seeds(const char *dir)
+{
+	static const char *const kinds[3] = { "dir", "new", "old" };
+	struct stream s = { 0 };
+	struct bopts o;
+	char name[64];
+
+	/* 4 KiB slots: allocations, writes, reads back, frees, reuse. */
+	o = (struct bopts){ .shift = 3, .slots = 7 };
+	b_begin(&s, &o);
+	b_op(&s, BOP_BURST, 0, BOP_LEN_SLOT, 100, 9);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_SLOTS, 0x100, 0);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_8SLOTS, 20000, 0);
+	b_op(&s, BOP_WRITE, 0, 15, 0, 0);
+	b_op(&s, BOP_READ, 0, 15, 1, 0);
+	b_op(&s, BOP_READ, 1, 3, 2, 1);
+	b_op(&s, BOP_FREE_STRIDE, 0, 0, 1, 0);
+	b_op(&s, BOP_BURST, 0, BOP_LEN_SLOTS, 2, 4);
+	b_op(&s, BOP_WRITE, 1, 7, 3, 2);
+	b_op(&s, BOP_FREE, 1, 0, 700, 3);
+	b_op(&s, BOP_MIXED, 0, 9, 1, 0);
+	b_op(&s, BOP_STATS, 0, 0, 12345, 0);
+	b_op(&s, BOP_VERIFY, 0, 0, 0, 0);
+	write_seed(dir, "slots-4k", &s, 0);
+
+	/* Every slot size, in each I/O mode. */
+	for (unsigned sh = 0; sh <= 12; sh += 3) {
+		for (unsigned m = 0; m < 3; m++) {
+			rng_state = 0x736c6f74ull << 16 | sh << 4 | m;
+			o = (struct bopts){ .shift = sh, .io_mode = m, .slots = 9 + m, .depth = m };
+			b_begin(&s, &o);
+			b_random(&s, 50);
+			snprintf(name, sizeof(name), "slot-%u-%s", 512u << sh,
+				 m == IO_AUTO	 ? "auto"
+				 : m == IO_URING ? "uring"
+						 : "sync");
+			write_seed(dir, name, &s, 0);
+		}
+	}
+
+	/* Next fit: fill, free every other, then runs that only fit after wrapping. */
+	o = (struct bopts){ .shift = 1, .slots = 5, .partial = 1 };
+	b_begin(&s, &o);
+	b_op(&s, BOP_BURST, 0, BOP_LEN_SLOT, 5, 31);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_SLOT, 5, 0); /* -ENOSPC */
+	b_op(&s, BOP_FREE_STRIDE, 0, 0, 0, 0);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_SLOTS, 0x100, 0); /* two slots: no run */
+	b_op(&s, BOP_FREE, 0, 0, 0, 3);
+	b_op(&s, BOP_FREE, 0, 0, 0, 4);
+	b_op(&s, BOP_BURST, 0, BOP_LEN_SLOT, 7, 4);
+	b_op(&s, BOP_FREE_STRIDE, 0, 1, 1, 0);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_FREE, 0, 0);
+	b_op(&s, BOP_FREE_STRIDE, 0, 2, 0, 0);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_FREE, 3, 0);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_8SLOTS, 1500, 0);
+	b_op(&s, BOP_WRITE, 0, 15, 0, 0);
+	b_op(&s, BOP_VERIFY, 0, 0, 0, 0);
+	write_seed(dir, "next-fit-wrap", &s, 0);
+
+	/* Reads past the end of what was written: -EIO; holes read as zeros. */
+	o = (struct bopts){ .shift = 3, .slots = 8, .io_mode = IO_URING };
+	b_begin(&s, &o);
+	b_op(&s, BOP_BURST, 0, BOP_LEN_SLOT, 4095, 6);
+	b_op(&s, BOP_READ, 0, 5, 1, 0);
+	b_op(&s, BOP_WRITE, 0, 0, 0, 5);
+	b_op(&s, BOP_READ, 0, 5, 1, 0);
+	b_op(&s, BOP_FREE, 0, 0, 0, 5);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_SLOT, 4000, 0);
+	b_op(&s, BOP_MIXED, 0, 5, 1, 2);
+	b_op(&s, BOP_VERIFY, 0, 0, 0, 0);
+	write_seed(dir, "end-of-file", &s, 0);
+
+	/* Injected errors: reads and writes, in batches through the ring and not. */
+	for (unsigned m = 0; m < 3; m++) {
+		o = (struct bopts){ .shift = 2, .slots = 6, .io_mode = m };
+		b_begin(&s, &o);
+		b_op(&s, BOP_BURST, 0, BOP_LEN_SLOTS, 0, 20);
+		b_op(&s, BOP_INJECT, 1, 0, 0, 2);
+		b_op(&s, BOP_WRITE, 0, 7, 0, 0);
+		b_op(&s, BOP_INJECT, 0, 1, 0, 0);
+		b_op(&s, BOP_WRITE, 2, 0, 0, 4);
+		b_op(&s, BOP_INJECT, 0, 2, 0, 3);
+		b_op(&s, BOP_READ, 0, 7, 0, 0);
+		b_op(&s, BOP_INJECT, 1, 3, 0, 0);
+		b_op(&s, BOP_MIXED, 0, 9, 1, 0);
+		b_op(&s, BOP_VERIFY, 0, 0, 0, 0);
+		snprintf(name, sizeof(name), "inject-%u", m);
+		write_seed(dir, name, &s, 0);
+	}
+
+	/* Invalid ios of each kind between valid ones; options backing_open() refuses. */
+	o = (struct bopts){ .shift = 3, .slots = 3 };
+	b_begin(&s, &o);
+	b_op(&s, BOP_BURST, 0, BOP_LEN_SLOT, 99, 2);
+	b_op(&s, BOP_WRITE, 0, 2, 0, 0);
+	for (unsigned k = 0; k < 8; k++)
+		b_op(&s, BOP_BAD, k | (k == 7 ? 8 : 0), 0, k, k + 1);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_ZERO, 0, 0);
+	b_op(&s, BOP_ALLOC, 0, BOP_LEN_HUGE, 0, 0);
+	b_op(&s, BOP_STATS, 0, 0, 0, 0);
+	write_seed(dir, "invalid", &s, 0);
+
+	/* Reopen and a second open, for each kind of path. */
+	for (unsigned p = 0; p < 3; p++) {
+		o = (struct bopts){ .shift = 3, .slots = 8, .path = p };
+		b_begin(&s, &o);
+		b_op(&s, BOP_BURST, 0, BOP_LEN_SLOTS, 7, 5);
+		b_op(&s, BOP_WRITE, 0, 7, 0, 0);
+		b_op(&s, BOP_SECOND, 0, 0, 1, 2);
+		b_op(&s, BOP_REOPEN, 0, 0, 0, 0);
+		b_op(&s, BOP_BURST, 0, BOP_LEN_SLOT, 3, 3);
+		b_op(&s, BOP_READ, 0, 2, 0, 0);
+		b_op(&s, BOP_WRITE, 0, 1, 0, 1);
+		b_op(&s, BOP_SECOND, 0, 0, 0, 0);
+		b_op(&s, BOP_VERIFY, 0, 0, 0, 0);
+		snprintf(name, sizeof(name), "reopen-%s", kinds[p]);
+		write_seed(dir, name, &s, 0);
+	}
+
+	/* A ring of one entry and batches of 16: the batch streams through it. */
+	o = (struct bopts){ .shift = 0, .slots = 15, .io_mode = IO_URING, .depth = 1 };
+	b_begin(&s, &o);
+	b_op(&s, BOP_BURST, 0, BOP_LEN_8SLOTS, 3000, 31);
+	b_op(&s, BOP_WRITE, 0, 15, 0, 0);
+	b_op(&s, BOP_READ, 0, 15, 0, 0);
+	b_op(&s, BOP_MIXED, 1, 15, 2, 3);
+	b_op(&s, BOP_VERIFY, 0, 0, 0, 0);
+	write_seed(dir, "ring-depth-1", &s, 0);
+
+	for (unsigned i = 0; i < 6; i++) {
+		rng_state = 0x6261636bull << 24 | i;
+		o.shift = below(13);
+		o.io_mode = below(4);
+		o.path = below(4);
+		o.slots = below(16);
+		o.depth = below(8);
+		o.partial = below(2);
+		b_begin(&s, &o);
+		b_random(&s, 150);
+		snprintf(name, sizeof(name), "random-%u", i);
+		write_seed(dir, name, &s, 0);
 	}
 	free(s.buf);
 }
@@ -545,20 +759,25 @@ static int make_dir(const char *path)
 
 int main(int argc, char **argv)
 {
-	char store[4096];
+	char store[4096], backing[4096];
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s OUTDIR (tests/fuzz/corpus)\n", argv[0]);
 		return 1;
 	}
 	snprintf(store, sizeof(store), "%s/store", argv[1]);
-	if (make_dir(argv[1]) || make_dir(store))
+	snprintf(backing, sizeof(backing), "%s/backing", argv[1]);
+	if (make_dir(argv[1]) || make_dir(store) || make_dir(backing))
 		return 1;
 	remove_old_seeds(store);
+	remove_old_seeds(backing);
 	printf("make_op_seeds: the store's seeds\n");
 	store_seeds(store);
+	printf("make_op_seeds: the backing tier's seeds\n");
+	backing_seeds(backing);
 	{
 		const struct store_ops_counts *c = store_ops_counts();
+		const struct backing_ops_counts *d = backing_ops_counts();
 
 		printf("make_op_seeds: store: %llu runs, %llu puts (%llu pages, %llu in flight, "
 		       "%llu skipped), %llu -ENOSPC, %llu -E2BIG, %llu gets (%llu partial, %llu "
@@ -577,6 +796,19 @@ int main(int argc, char **argv)
 		       (unsigned long long)c->backing_reads, (unsigned long long)c->compactions,
 		       (unsigned long long)c->clen_resolved,
 		       (unsigned long long)(c->bytes_compared >> 20));
+		printf("make_op_seeds: backing: %llu runs, %llu allocs (%llu -ENOSPC, %llu "
+		       "wrapped), %llu frees, %llu writes, %llu reads (%llu -EIO past the end, "
+		       "%llu "
+		       "racing a write), %llu injected, %llu invalid, %llu reopens, %llu -EBUSY, "
+		       "%llu "
+		       "MiB compared\n",
+		       (unsigned long long)d->runs, (unsigned long long)d->allocs,
+		       (unsigned long long)d->enospc, (unsigned long long)d->wraps,
+		       (unsigned long long)d->frees, (unsigned long long)d->writes,
+		       (unsigned long long)d->reads, (unsigned long long)d->read_eio,
+		       (unsigned long long)d->racy_reads, (unsigned long long)d->injected,
+		       (unsigned long long)d->invalid_ios, (unsigned long long)d->reopens,
+		       (unsigned long long)d->ebusy, (unsigned long long)(d->bytes_compared >> 20));
 	}
 	return failed;
 }
