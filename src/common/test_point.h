@@ -15,6 +15,7 @@ enum test_point {
 	TP_EVICT_CLAIMED, /* eviction: units claimed (EVICTING), pages still in place */
 	TP_EVICT_MOVED, /* eviction: pages moved out to staging, nothing stored yet */
 	TP_EVICT_STORED, /* eviction: stored, units not yet settled (still EVICTING) */
+	TP_EVENTS_PENDING, /* service thread: the descriptor is readable, nothing read yet */
 	TP_EVENTS_READ, /* service thread: messages read, events not yet handled (read_lock) */
 	TP_EVENT_HANDLE, /* an event at the head of the queue, about to be handled (read_lock); a
 			  * function that returns nonzero makes it wait, as a unit in

@@ -399,6 +399,8 @@ void *region_service_main(void *arg)
 			break;
 		if (pfd[2].revents)
 			log_failure(r);
+		if (pfd[0].revents)
+			TEST_POINT(TP_EVENTS_PENDING);
 		pthread_rwlock_wrlock(&r->read_lock);
 		if (r->nqueue)
 			region_run_queue(r, c);

@@ -239,5 +239,6 @@ int case_advise(void);
 int case_signal(void);
 int case_remap(void);
 int case_evict_meets(void);
+int case_zap_late(void);
 
 #endif /* ZF_REGION_HARNESS_H */

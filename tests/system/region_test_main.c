@@ -78,6 +78,7 @@ static const struct {
 	{ "full", case_full, 110 },
 	{ "remap", case_remap, 110 },
 	{ "evict_meets", case_evict_meets, 110 },
+	{ "zap_late", case_zap_late, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -1,0 +1,167 @@
+/*
+ * region_test_zap.c - madvise(MADV_DONTNEED) whose zap comes late, with a pageout in
+ * between: after the madvise returns, the range must read zeros. Part of a unit: a
+ * whole unit is empty (and no eviction's) as soon as the event is handled.
+ *
+ * The kernel sends the REMOVE event before it zaps, and the program's thread zaps only
+ * once it runs again after the event is read. Here it cannot run for a while: it is
+ * pinned to CPU 0 at SCHED_IDLE, and before its event is read (a test point in the
+ * service thread) a SCHED_FIFO thread takes CPU 0 for 300 ms, during which the main
+ * thread, on CPU 1, pages the region out once zfolio has handled the event (the old
+ * code, which waited at most 100 ms for the zap) or the zap may have come (now).
+ *
+ * What it shows, and what it cannot: until the dropping thread runs again, the kernel
+ * itself refuses every UFFDIO_MOVE (an event is in flight: EAGAIN), so the pageout gives
+ * the unit back, and the range reads zeros. The window the REMOVE's wait for the zap
+ * closes (zap_pending(), region_events.c) is the one after the dropping thread runs
+ * again and before it zaps, a few instructions inside the kernel that no test point can
+ * hold open: this test passes with that wait taken out; tests/model checks it.
+ *
+ * Needs two CPUs and SCHED_FIFO (root or CAP_SYS_NICE); skipped (77) otherwise.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/test_point.h"
+#include "region_harness.h"
+
+#define HOG_MS 300 /* longer than the 100 ms zfolio used to wait for a zap */
+
+struct late {
+	uint8_t *addr;
+	size_t len;
+	int go[2]; /* a pipe: the hog sleeps on it until its turn */
+	_Atomic int armed, hog_go, hog_done, dropped;
+};
+
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* CPU 0, SCHED_FIFO: spins HOG_MS from the moment the REMOVE is read. */
+static void *hog_main(void *arg)
+{
+	struct late *l = arg;
+	struct sched_param sp = { .sched_priority = 1 };
+	uint64_t end;
+
+	if (pin(0) || pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp)) {
+		atomic_store(&l->hog_done, -1);
+		return NULL;
+	}
+	atomic_store(&l->hog_done, 1); /* ready */
+	if (read(l->go[0], &end, 1) != 1) {
+		atomic_store(&l->hog_done, 2);
+		return NULL;
+	}
+	atomic_store(&l->hog_go, 1);
+	end = now_ns() + (uint64_t)HOG_MS * 1000000u;
+	while (now_ns() < end)
+		;
+	atomic_store(&l->hog_done, 2);
+	return NULL;
+}
+
+/* CPU 0, SCHED_IDLE: the program's thread that drops the range. */
+static void *dropper_main(void *arg)
+{
+	struct late *l = arg;
+	struct sched_param sp = { 0 };
+
+	if (pin(0) || pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp))
+		return (void *)1;
+	if (madvise(l->addr, l->len, MADV_DONTNEED))
+		return (void *)2;
+	atomic_store(&l->dropped, 1);
+	return NULL;
+}
+
+/*
+ * In the service thread, the dropper's REMOVE waiting to be read (the dropper asleep in
+ * madvise): the hog takes CPU 0 first, so that the dropper, woken by the read, cannot
+ * run to zap.
+ */
+static int start_hog(enum test_point point, void *arg)
+{
+	struct late *l = arg;
+
+	(void)point;
+	if (atomic_exchange(&l->armed, 0)) {
+		if (write(l->go[1], "g", 1) != 1)
+			return 0;
+		while (!atomic_load(&l->hog_go))
+			sched_yield();
+	}
+	return 0;
+}
+
+static int zap_late(const struct cfg *c)
+{
+	const size_t n = 8;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	struct late l = { 0 };
+	pthread_t hog, dropper;
+	void *ret;
+	struct rg g;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	rg_fill(&g, 0, n, 2);
+	if (pin(1) || pipe(l.go))
+		return SKIP;
+	if (pthread_create(&hog, NULL, hog_main, &l))
+		return SKIP;
+	while (!atomic_load(&l.hog_done))
+		sched_yield();
+	if (atomic_load(&l.hog_done) < 0) {
+		pthread_join(hog, NULL);
+		rg_close(&g);
+		return SKIP; /* no SCHED_FIFO here */
+	}
+	/* Half of unit 3: the unit stays resident, with pages to drop (a whole unit would be
+	 * empty at once, and no eviction takes an empty unit). */
+	l.addr = g.base + 3 * g.unit + PAGE;
+	l.len = g.unit / 2;
+	atomic_store(&l.armed, 1);
+	test_point_set(TP_EVENTS_PENDING, start_hog, &l);
+	CHECK(!pthread_create(&dropper, NULL, dropper_main, &l), "pthread_create");
+	while (!atomic_load(&l.hog_go))
+		sched_yield();
+	/*
+	 * The zap is held off now. Page the unit out once zfolio has handled the event, or
+	 * once the zap may have come: with the old limit, the first (the bug); now the event
+	 * waits for the zap, so the second.
+	 */
+	while (rst(g.r).ev_remove == 0 && atomic_load(&l.hog_done) != 2)
+		sched_yield();
+	(void)zf_region_pageout(g.r, g.base, g.size);
+	CHECK(!pthread_join(dropper, &ret) && !ret, "the dropper failed (%p)", ret);
+	pthread_join(hog, NULL);
+	test_point_set(TP_EVENTS_PENDING, NULL, NULL);
+	close(l.go[0]);
+	close(l.go[1]);
+	CHECK(atomic_load(&l.dropped), "madvise did not return");
+	zero_want(&g, 3 * g.unit + PAGE, g.unit / 2);
+	VERIFY(&g, 0, g.size, "after a DONTNEED whose zap came late, with a pageout between");
+	PAGEOUT(&g, 0, n, units_in_memory(&g, 0, n));
+	VERIFY(&g, 0, g.size, "evicted and read back");
+	rg_close(&g);
+	return PASS;
+}
+
+static const uint32_t units[] = { KiB(64), KiB(2048) };
+
+int case_zap_late(void)
+{
+	each_config("zap late", zap_late, units, 2, 0, 20);
+	return failures ? FAIL : PASS;
+}
