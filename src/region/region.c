@@ -145,6 +145,12 @@ static int region_start(zf_region *r)
 	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (r->stop_fd < 0)
 		return -errno;
+	/* SIGBUS mode: the handler asks the service thread to log (region_sigbus.c). */
+	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
+		r->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (r->log_fd < 0)
+			return -errno;
+	}
 	r->threads = calloc(n, sizeof(*r->threads));
 	r->thread_ctx = calloc(n, sizeof(*r->thread_ctx));
 	if (!r->threads || !r->thread_ctx)
@@ -164,9 +170,6 @@ static int region_start(zf_region *r)
 		r->nthreads++;
 	}
 	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
-		r->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (r->log_fd < 0)
-			return -errno;
 		for (int i = 0; i < RG_SIG_CTXS; i++) {
 			TRY(region_fault_ctx_init(r, &r->sig_ctx[i]));
 			r->sig_ctx[i].in_signal = 1;
