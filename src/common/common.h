@@ -1,6 +1,6 @@
 /*
  * common.h - what every module of libzfolio shares: error-return macros, branch hints,
- * internal visibility, and the logging hook.
+ * internal visibility, the logging hook, and the making of zfolio's threads.
  *
  * Error handling follows zstd and the kernel: functions return 0/positive or -errno;
  * RETURN_IF() and TRY() keep the early exits short, and longer unwinding uses
@@ -51,31 +51,10 @@
 void common_log(enum zf_log_level level, const char *fmt, ...) ZF_PRINTF(2, 3);
 
 /*
- * zfolio's own threads reading a region's memory (internal.c): engines and a region's
- * reclaim thread for their life, a program's thread while it evicts. A region answers
- * their faults on units being evicted with zeros at once instead of making them wait.
- *
- * internal_thread_enter() registers the calling thread (nothing if it is already): 0, or
- * -ENOMEM, and then the thread must not evict. internal_thread_leave() ends a
- * registration that internal_thread_enter() made.
- * internal_thread_is() tells a thread by its id; it is cheap (on the fault path) and
- * safe from any thread; internal_thread_is_me() asks about the calling thread.
- */
-ZF_MUST_CHECK int internal_thread_enter(void);
-void internal_thread_leave(void);
-int internal_thread_is_me(void);
-int internal_thread_is(int32_t tid);
-/*
  * pthread_create() of a zfolio thread, with every asynchronous signal blocked in it;
  * 0 or pthread_create()'s error number (positive).
  */
 int internal_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
-/*
- * internal_thread_create() of a thread registered for its whole life, from before fn
- * runs until it returns (an engine: it reads region memory being evicted); 0, ENOMEM when
- * the registration cannot be made, or pthread_create()'s error number.
- */
-int internal_thread_create_registered(pthread_t *thread, void *(*fn)(void *), void *arg);
 /* Takes the synchronous signals (SIGBUS, SIGSEGV, ...) out of set. */
 void internal_unblock_sync(sigset_t *set);
 

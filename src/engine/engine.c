@@ -589,8 +589,7 @@ int zf_engines_create(unsigned n, zf_engines **enginesp)
 		s->id = i;
 		atomic_init(&s->jobs, 0);
 		pthread_cond_init(&s->wake, NULL);
-		/* Registered: it reads region memory being evicted (common/internal.c). */
-		ret = internal_thread_create_registered(&s->thread, engine_main, s);
+		ret = internal_thread_create(&s->thread, engine_main, s);
 		if (ret) {
 			pthread_cond_destroy(&s->wake);
 			break;

@@ -128,14 +128,6 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 	return ret ? -ret : 0;
 }
 
-/* A thread that reads region memory (it evicts): registered for its life, or -ENOMEM. */
-static int start_registered_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	int ret = internal_thread_create_registered(t, fn, arg);
-
-	return ret ? -ret : 0;
-}
-
 static int region_start(zf_region *r)
 {
 	const unsigned n = r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads;
@@ -178,7 +170,7 @@ static int region_start(zf_region *r)
 		TRY(region_sigbus_register(r));
 	}
 	if (r->limit_units) {
-		TRY(start_registered_thread(&r->reclaimer, region_reclaim_main, r));
+		TRY(start_thread(&r->reclaimer, region_reclaim_main, r));
 		r->have_reclaimer = 1;
 	}
 	if (r->want_reader) {

@@ -1,11 +1,5 @@
 /*
- * test_common.c - src/common's registry of zfolio's own threads and its log hook.
- *
- * The registry (internal.c): a registration that cannot be made is an error, never a
- * silent miss (malloc made to fail: -ENOMEM from internal_thread_enter(), ENOMEM from a
- * registered thread's creation, and nothing registered); more threads than the old
- * fixed table of 256, registered at creation or by internal_thread_enter(), are each
- * recognised by id while they live and forgotten after; the calling thread's mark.
+ * test_common.c - src/common's log hook and its options and stats conventions.
  *
  * The log hook (error.c): without a sink, an error goes to stderr as one line prefixed
  * "zfolio: ", and a warning nowhere; with a sink, the sink gets both and stderr nothing;
@@ -16,20 +10,18 @@
  * refused, never read in part; a larger one is taken while its unknown tail is zero
  * (-E2BIG once it is not); stats go out in the caller's size, zero-filled past ours.
  *
- * malloc is wrapped (-Wl,--wrap=malloc) so that a test can make the library's fail.
+ * zfolio's threads (internal.c): a thread made by internal_thread_create() blocks the
+ * asynchronous signals and none of the synchronous ones, whatever the creator's mask,
+ * and the creator's mask is left as it was.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -37,162 +29,6 @@
 #include "zfolio.h"
 #include "../../src/common/common.h"
 #include "../../src/common/options.h"
-
-#define NTHREADS 300 /* more than the fixed table of 256 that internal.c had */
-
-static atomic_bool malloc_fails;
-
-void *__real_malloc(size_t size);
-void *__wrap_malloc(size_t size);
-
-void *__wrap_malloc(size_t size)
-{
-	if (atomic_load(&malloc_fails))
-		return NULL;
-	return __real_malloc(size);
-}
-
-static int32_t my_tid(void)
-{
-	return (int32_t)syscall(SYS_gettid);
-}
-
-/* Threads that report their id and mark, then wait until the main thread lets them go. */
-struct crowd {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned started;
-	int go;
-	int enter; /* each thread registers itself (internal_thread_enter()) */
-	int32_t tid[NTHREADS];
-	int is_me[NTHREADS];
-	int enter_ret[NTHREADS];
-};
-
-struct member {
-	struct crowd *c;
-	unsigned i;
-};
-
-static void *member_main(void *arg)
-{
-	const struct member *m = arg;
-	struct crowd *c = m->c;
-	const unsigned i = m->i;
-
-	c->tid[i] = my_tid();
-	if (c->enter)
-		c->enter_ret[i] = internal_thread_enter();
-	c->is_me[i] = internal_thread_is_me();
-	pthread_mutex_lock(&c->lock);
-	c->started++;
-	pthread_cond_broadcast(&c->cond);
-	while (!c->go)
-		pthread_cond_wait(&c->cond, &c->lock);
-	pthread_mutex_unlock(&c->lock);
-	if (c->enter && !c->enter_ret[i])
-		internal_thread_leave();
-	return NULL;
-}
-
-/* Starts NTHREADS members, checks each is recognised while all live, then lets them go. */
-static void crowd_run(int enter)
-{
-	static struct crowd c;
-	static struct member m[NTHREADS];
-	static pthread_t t[NTHREADS];
-
-	memset(&c, 0, sizeof(c));
-	pthread_mutex_init(&c.lock, NULL);
-	pthread_cond_init(&c.cond, NULL);
-	c.enter = enter;
-	for (unsigned i = 0; i < NTHREADS; i++) {
-		m[i] = (struct member){ &c, i };
-		if (enter)
-			assert_int_equal(pthread_create(&t[i], NULL, member_main, &m[i]), 0);
-		else
-			assert_int_equal(
-				internal_thread_create_registered(&t[i], member_main, &m[i]), 0);
-	}
-	pthread_mutex_lock(&c.lock);
-	while (c.started < NTHREADS)
-		pthread_cond_wait(&c.cond, &c.lock);
-	pthread_mutex_unlock(&c.lock);
-
-	for (unsigned i = 0; i < NTHREADS; i++) {
-		assert_int_equal(c.enter_ret[i], 0);
-		assert_true(c.is_me[i]);
-		assert_true(internal_thread_is(c.tid[i]));
-	}
-	assert_false(internal_thread_is_me());
-	assert_false(internal_thread_is(my_tid()));
-
-	pthread_mutex_lock(&c.lock);
-	c.go = 1;
-	pthread_cond_broadcast(&c.cond);
-	pthread_mutex_unlock(&c.lock);
-	for (unsigned i = 0; i < NTHREADS; i++)
-		pthread_join(t[i], NULL);
-	/* Gone: no thread of this process has those ids any more. */
-	for (unsigned i = 0; i < NTHREADS; i++)
-		assert_false(internal_thread_is(c.tid[i]));
-	pthread_cond_destroy(&c.cond);
-	pthread_mutex_destroy(&c.lock);
-}
-
-static void *never_run(void *arg)
-{
-	*(int *)arg = 1;
-	return NULL;
-}
-
-/* First in the group: the registry is empty, so a registration has to allocate. */
-static void test_registration_without_memory(void **state)
-{
-	pthread_t t;
-	int ran = 0, ret;
-
-	(void)state;
-	atomic_store(&malloc_fails, true);
-	ret = internal_thread_enter();
-	atomic_store(&malloc_fails, false);
-	assert_int_equal(ret, -ENOMEM);
-	assert_false(internal_thread_is_me());
-	assert_false(internal_thread_is(my_tid()));
-
-	atomic_store(&malloc_fails, true);
-	ret = internal_thread_create_registered(&t, never_run, &ran);
-	atomic_store(&malloc_fails, false);
-	assert_int_equal(ret, ENOMEM);
-	assert_int_equal(ran, 0);
-}
-
-static void test_enter_leave(void **state)
-{
-	(void)state;
-	assert_int_equal(internal_thread_enter(), 0);
-	assert_true(internal_thread_is_me());
-	assert_true(internal_thread_is(my_tid()));
-	assert_int_equal(internal_thread_enter(), 0); /* already: nothing more */
-	internal_thread_leave();
-	assert_false(internal_thread_is_me());
-	assert_false(internal_thread_is(my_tid()));
-	internal_thread_leave(); /* not registered: nothing */
-	assert_false(internal_thread_is(my_tid()));
-}
-
-static void test_many_registered_threads(void **state)
-{
-	(void)state;
-	crowd_run(0);
-	crowd_run(0); /* the nodes given back are taken again */
-}
-
-static void test_many_entered_threads(void **state)
-{
-	(void)state;
-	crowd_run(1);
-}
 
 /* Runs fn with stderr sent to a pipe; returns what was written there. */
 static char *capture_stderr(void (*fn)(void))
@@ -330,17 +166,54 @@ static void test_log_sink(void **state)
 	assert_string_equal(capture_stderr(log_two), "zfolio: an error 2\n");
 }
 
+static void *mask_main(void *arg)
+{
+	pthread_sigmask(SIG_BLOCK, NULL, arg);
+	return NULL;
+}
+
+/* The mask of a thread internal_thread_create() makes while the creator has mine. */
+static void thread_mask(const sigset_t *mine, sigset_t *theirs)
+{
+	sigset_t old, before, after;
+	pthread_t t;
+
+	/* What was set: the kernel and libc keep a few signals out of any mask. */
+	assert_int_equal(pthread_sigmask(SIG_SETMASK, mine, &old), 0);
+	pthread_sigmask(SIG_BLOCK, NULL, &before);
+	assert_int_equal(internal_thread_create(&t, mask_main, theirs), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	for (int sig = 1; sig <= SIGRTMAX; sig++)
+		assert_int_equal(sigismember(&after, sig), sigismember(&before, sig));
+}
+
+static void test_thread_signal_mask(void **state)
+{
+	static const int async[] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGALRM, SIGPROF, SIGCHLD };
+	static const int sync[] = { SIGBUS, SIGSEGV, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
+	sigset_t none, all, theirs;
+
+	(void)state;
+	sigemptyset(&none);
+	sigfillset(&all);
+	for (int i = 0; i < 2; i++) {
+		thread_mask(i ? &all : &none, &theirs);
+		for (size_t j = 0; j < ZF_ARRAY_SIZE(async); j++)
+			assert_true(sigismember(&theirs, async[j]));
+		assert_true(sigismember(&theirs, SIGRTMIN));
+		for (size_t j = 0; j < ZF_ARRAY_SIZE(sync); j++)
+			assert_false(sigismember(&theirs, sync[j]));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_registration_without_memory),
-		cmocka_unit_test(test_enter_leave),
-		cmocka_unit_test(test_many_registered_threads),
-		cmocka_unit_test(test_many_entered_threads),
-		cmocka_unit_test(test_options_sizes),
-		cmocka_unit_test(test_stats_copy_out),
-		cmocka_unit_test(test_log_default_stderr),
-		cmocka_unit_test(test_log_sink),
+		cmocka_unit_test(test_options_sizes),	   cmocka_unit_test(test_stats_copy_out),
+		cmocka_unit_test(test_log_default_stderr), cmocka_unit_test(test_log_sink),
+		cmocka_unit_test(test_thread_signal_mask),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
