@@ -418,7 +418,7 @@ int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int
 size_t region_move(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, int tries, int *err);
 int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 
-/* region_evict.c: evicts units of a chunk; evict_lock held, the thread registered. */
+/* region_evict.c: evicts units of a chunk; evict_lock held. */
 uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
 			    int reclaim);
 
