@@ -186,15 +186,18 @@ void region_put_back(zf_region *r, uint8_t *addr, const uint8_t *src, size_t len
 
 			if (!(vec[p] & 1))
 				continue;
-			ret = region_place(r, addr + o, src + o, RG_PAGE, 0);
-			while (ret && ret != -EEXIST) {
-				/* Moved or unmapped since (its event waits for us), or coming. */
+			/*
+			 * Where its memory is now, unless an event since dropped it (a program's
+			 * DONTNEED whose zap came before: putting the page back would outlive
+			 * the zap) or unmapped it; -EAGAIN: an event is coming, read it first.
+			 */
+			do {
 				pthread_rwlock_wrlock(&r->read_lock);
 				ret = place_followed(r, -1, (uintptr_t)(addr + o), src + o);
 				pthread_rwlock_unlock(&r->read_lock);
 				if (ret)
 					sched_yield();
-			}
+			} while (ret);
 		}
 	}
 }

@@ -290,7 +290,13 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		after_admit(r);
 		return SERVED;
 	case ST_GONE:
-		/* No longer ours to evict: plain memory. */
+		/*
+		 * No longer ours to evict: plain memory, once the REMAP events read have put
+		 * their data there (memory may have been moved into this hole: a zero page
+		 * now would keep its data out, tests/model "gone-unwaited").
+		 */
+		if (atomic_load(&r->remaps_pending))
+			return RETRY;
 		ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
 		if (ret == -EEXIST)
 			ret = wp ? protect(r, page, RG_PAGE, 0) : (wake_range(r, page, RG_PAGE), 0);
