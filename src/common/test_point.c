@@ -18,7 +18,13 @@ void test_point_set(enum test_point point, test_point_fn fn, void *arg)
 {
 	if ((unsigned)point >= TP_COUNT)
 		return;
-	atomic_store(&points[point].arg, arg);
+	/*
+	 * A thread at the point loads fn, then arg: arg goes first, and a clear leaves it,
+	 * so that one that loaded fn just before the clear still gets the arg it was set
+	 * with (the test keeps it alive until its region is gone).
+	 */
+	if (fn)
+		atomic_store(&points[point].arg, arg);
 	atomic_store(&points[point].fn, fn);
 }
 

@@ -27,7 +27,7 @@ enum test_point {
 typedef int (*test_point_fn)(enum test_point point, void *arg);
 
 #ifdef ZF_TEST_HOOKS
-/* Sets (fn) or clears (NULL) the function run at point. */
+/* Sets (fn) or clears (NULL) the function run at point; a cleared point keeps its arg. */
 void test_point_set(enum test_point point, test_point_fn fn, void *arg);
 int test_point_reached(enum test_point point);
 #define TEST_POINT(point) ((void)test_point_reached(point))
