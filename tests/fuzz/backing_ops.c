@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backing_ops.h"
+#include "op_report.h"
 #include "../../src/backing/backing.h"
 
 #if defined(__clang__) && __clang_major__ >= 13
@@ -89,7 +90,6 @@ static struct {
 
 __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
 {
-	const char *dump = getenv("ZF_BACKING_DUMP");
 	va_list ap;
 
 	fflush(stdout);
@@ -105,25 +105,8 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 		R.o.slot_size, R.o.io_mode, R.uring, R.o.queue_depth, R.path_kind, R.nobjs,
 		ULL(R.nused), ULL(R.eof));
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	if (dump && R.data) {
-		FILE *f = fopen(dump, "wb");
-
-		if (f && fwrite(R.data, 1, R.size, f) == R.size && fclose(f) == 0)
-			fprintf(stderr, "backing_ops: input written to %s\n", dump);
-		else
-			fprintf(stderr, "backing_ops: could not write the input to %s\n", dump);
-	}
-	abort();
+	op_report_end("backing_ops", "ZF_BACKING_DUMP", R.data, R.size, fmt, ap);
 }
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			fail(__VA_ARGS__);                                                         \
-	} while (0)
 
 void backing_ops_set_context(const char *ctx)
 {

@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "store_ops.h"
+#include "op_report.h"
 #include "../../src/backing/backing.h"
 #include "../../src/store/store.h"
 
@@ -185,7 +186,6 @@ static struct {
 
 __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
 {
-	const char *dump = getenv("ZF_STORE_DUMP");
 	va_list ap;
 
 	fflush(stdout);
@@ -202,25 +202,8 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 		R.o.backing_path ? R.o.backing_path : "none", (unsigned long long)R.o.backing_bytes,
 		R.nlive, (unsigned long long)R.stored_pages);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	if (dump && R.data) {
-		FILE *f = fopen(dump, "wb");
-
-		if (f && fwrite(R.data, 1, R.size, f) == R.size && fclose(f) == 0)
-			fprintf(stderr, "store_ops: input written to %s\n", dump);
-		else
-			fprintf(stderr, "store_ops: could not write the input to %s\n", dump);
-	}
-	abort();
+	op_report_end("store_ops", "ZF_STORE_DUMP", R.data, R.size, fmt, ap);
 }
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			fail(__VA_ARGS__);                                                         \
-	} while (0)
 
 #define ULL(x) ((unsigned long long)(x))
 

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "zpool_ops.h"
+#include "op_report.h"
 #include "../../src/zpool/zpool.h"
 
 /*
@@ -129,7 +130,6 @@ static struct {
 
 __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
 {
-	const char *dump = getenv("ZF_ZPOOL_DUMP");
 	va_list ap;
 
 	fflush(stdout);
@@ -141,25 +141,8 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 		R.op_no, R.op_name ? R.op_name : "setup", R.offset, R.rec[0], R.rec[1], R.rec[2],
 		R.rec[3], R.rec[4], R.rec[5], R.rec[6], R.rec[7], R.size, R.nobjs, R.live_bytes);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	if (dump && R.data) {
-		FILE *f = fopen(dump, "wb");
-
-		if (f && fwrite(R.data, 1, R.size, f) == R.size && fclose(f) == 0)
-			fprintf(stderr, "zpool_ops: input written to %s\n", dump);
-		else
-			fprintf(stderr, "zpool_ops: could not write the input to %s\n", dump);
-	}
-	abort();
+	op_report_end("zpool_ops", "ZF_ZPOOL_DUMP", R.data, R.size, fmt, ap);
 }
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			fail(__VA_ARGS__);                                                         \
-	} while (0)
 
 void zpool_ops_set_context(const char *ctx)
 {
