@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-__attribute__((noreturn)) static inline void op_report_end(const char *who, const char *dump_env,
-							   const void *data, size_t size,
-							   const char *fmt, va_list ap)
+__attribute__((noreturn, format(printf, 5, 0))) static inline void
+op_report_end(const char *who, const char *dump_env, const void *data, size_t size, const char *fmt,
+	      va_list ap)
 {
 	const char *dump = getenv(dump_env);
 
