@@ -109,7 +109,9 @@ static int move_unit(struct evict *ev, uint64_t k)
 
 /*
  * Gives unit k back: the pages it had moved out are copied back, and it is released as
- * it was (resident, or evicted and partly swapped in). Counted as refused.
+ * it was (resident, or evicted and partly swapped in). Counted as refused. Its staging
+ * is dropped at once: a chunk whose units all went back ends before the chunk's drop,
+ * and a later move into pages left there would be refused (EEXIST) for good.
  */
 static void give_back(struct evict *ev, uint64_t k)
 {
@@ -117,6 +119,7 @@ static void give_back(struct evict *ev, uint64_t k)
 	const uint64_t u = ev->first + k;
 
 	region_put_back(r, unit_addr(r, u), staged(ev, k), r->unit);
+	(void)madvise(staged(ev, k), r->unit, MADV_DONTNEED);
 	unit_release(r, u, ev->partial[k] ? ST_EVICTED : ST_RESIDENT, 0, 0);
 	INC(r, reject);
 }

@@ -14,7 +14,8 @@
  * means a page is there already (a duplicate fault, served meanwhile: the rest goes
  * page by page and the page's waiters are woken), EAGAIN that the layout is changing
  * (an event is queued: the caller retries once it is read), ENOENT/ESRCH that the range
- * is gone. UFFDIO_MOVE (region_move()) takes pages out of the program's mapping into a
+ * is gone - or, for a range of several pages, that it spans two of the program's
+ * mappings (it mprotect()ed part of a unit): the range then goes in halves. UFFDIO_MOVE (region_move()) takes pages out of the program's mapping into a
  * staging area registered with us for the moment, or gives them back.
  *
  * docs/region.md: "Setup", "Placing pages"; failure modes, rows 1-3, 11 and 12.
@@ -105,10 +106,32 @@ int region_uffd_register(zf_region *r)
 }
 
 /*
+ * A range refused whole with -ENOENT but for one page may span two of the program's
+ * mappings (it mprotect()ed part of a unit: each page stays ours, but the kernel copies
+ * within one mapping only), so its two halves go on their own, down to single pages.
+ * A page refused on its own is gone. fill(r, dst, src, len, wp) is region_place() or
+ * region_zero_fill() (src unused).
+ */
+static int split_range(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp,
+		       int (*fill)(zf_region *, uint8_t *, const uint8_t *, size_t, int))
+{
+	const size_t half = (len / RG_PAGE / 2) * RG_PAGE;
+
+	TRY(fill(r, dst, src, half, wp));
+	return fill(r, dst + half, src ? src + half : NULL, len - half, wp);
+}
+
+static int place_parts(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp)
+{
+	return split_range(r, dst, src, len, wp, region_place);
+}
+
+/*
  * UFFDIO_COPY of len bytes from src to dst, resuming after partial copies; a page that
- * is present already (a duplicate fault, served meanwhile) is skipped. Returns 0,
- * -EAGAIN (the layout is changing: an event is queued; the caller retries after it is
- * read), or -ENOENT/-ESRCH/-EINVAL (the range is gone).
+ * is present already (a duplicate fault, served meanwhile) is skipped, and a range that
+ * spans two of the program's mappings goes in parts. Returns 0, -EAGAIN (the layout is
+ * changing: an event is queued; the caller retries after it is read), or
+ * -ENOENT/-ESRCH/-EINVAL (the range is gone).
  */
 int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp)
 {
@@ -144,6 +167,8 @@ int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int
 			}
 			return 0;
 		}
+		if (ret == -ENOENT && len - done > RG_PAGE)
+			return place_parts(r, dst + done, src + done, len - done, wp);
 		if (ret == -EAGAIN)
 			INC(r, copy_eagain);
 		return ret;
@@ -151,15 +176,25 @@ int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int
 	return 0;
 }
 
+static int zero_parts(zf_region *r, uint8_t *addr, const uint8_t *unused, size_t len, int wp)
+{
+	(void)unused;
+	(void)wp;
+	return region_zero_fill(r, addr, len);
+}
+
 /*
  * Maps zero pages over [addr, addr + len). Over several pages, those present already
- * are skipped (and their waiters woken); a single page that is present is -EEXIST.
+ * are skipped (and their waiters woken), and a range that spans two of the program's
+ * mappings goes in parts; a single page that is present is -EEXIST.
  */
 int region_zero_fill(zf_region *r, uint8_t *addr, size_t len)
 {
 	struct uffdio_zeropage z = { .range = { .start = (uintptr_t)addr, .len = len } };
 	int ret = uffd_range(r, UFFDIO_ZEROPAGE, &z);
 
+	if (ret == -ENOENT && len > RG_PAGE)
+		return split_range(r, addr, NULL, len, 0, zero_parts);
 	if (ret != -EEXIST || len == RG_PAGE)
 		return ret;
 	for (size_t off = 0; off < len; off += RG_PAGE) {

@@ -240,5 +240,6 @@ int case_signal(void);
 int case_remap(void);
 int case_evict_meets(void);
 int case_zap_late(void);
+int case_split(void);
 
 #endif /* ZF_REGION_HARNESS_H */

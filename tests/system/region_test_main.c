@@ -23,6 +23,10 @@
  *                          advise
  *   region_test_signal.c   signal         faults in signal handlers, signal storms,
  *                                         SIGBUS chaining
+ *   region_test_remap.c    remap,         mremap() and munmap() at the worst moments
+ *                          evict_meets    (test points)
+ *   region_test_zap.c      zap_late       a DONTNEED whose zap comes late
+ *   region_test_split.c    split          units that span two mappings (mprotect)
  * Each file's top comment says what its cases check.
  *
  * Cases that may crash or hang the process when the region is wrong run each
@@ -79,6 +83,7 @@ static const struct {
 	{ "remap", case_remap, 110 },
 	{ "evict_meets", case_evict_meets, 110 },
 	{ "zap_late", case_zap_late, 110 },
+	{ "split", case_split, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -1,0 +1,74 @@
+/*
+ * region_test_split.c - units that span two of the program's mappings: it mprotect()ed
+ * part of a unit (PROT_READ), which splits the mapping there. The kernel refuses a
+ * UFFDIO_COPY, UFFDIO_ZEROPAGE or UFFDIO_MOVE across a mapping's end as a range, so
+ * each must go piece by piece:
+ *
+ *  split  an evicted unit read back when a page of it is read-only (a swap-in placed
+ *         as one range was refused, taken for "gone", and the fault came back forever:
+ *         the soak test's hang), a write into an evicted unit part of which is
+ *         read-only, a never-written unit with a read-only page read (zeros), a pageout
+ *         of split units (the kernel refuses to move a read-only page into our staging:
+ *         they stay resident, whole), and the same units evicted once the protection is
+ *         undone (a pageout whose units all went back left their pages in staging, and
+ *         every later move of those units was refused).
+ */
+#include <string.h>
+#include <sys/mman.h>
+
+#include "region_harness.h"
+
+static void protect_range(uint8_t *p, size_t len, int prot)
+{
+	CHECK(!mprotect(p, len, prot), "mprotect: %s", strerror(errno));
+}
+
+static int split(const struct cfg *c)
+{
+	const size_t n = 8;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t mid = c->unit / 2, pg = (c->unit / PAGE / 2) * PAGE;
+	struct rg g;
+	long ret;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	rg_fill(&g, 0, n - 1, 2); /* unit n - 1 never written */
+	PAGEOUT(&g, 0, n - 1, n - 1);
+
+	set_phase("read an evicted unit with one read-only page");
+	protect_range(g.base + 1 * g.unit + pg, PAGE, PROT_READ);
+	VERIFY_UNITS(&g, 1, 2, "an evicted unit with a read-only page");
+
+	set_phase("write into an evicted unit whose first half is read-only");
+	protect_range(g.base + 2 * g.unit, mid, PROT_READ);
+	gen_page(g.want + 2 * g.unit + mid, 2 * g.upages + g.upages / 2, 3, g.upages);
+	memcpy(g.base + 2 * g.unit + mid, g.want + 2 * g.unit + mid, PAGE);
+	VERIFY_UNITS(&g, 2, 3, "an evicted unit written past its read-only half");
+
+	set_phase("read a never-written unit with one read-only page");
+	protect_range(g.base + (n - 1) * g.unit + pg, PAGE, PROT_READ);
+	VERIFY_UNITS(&g, n - 1, n, "a never-written unit with a read-only page");
+
+	set_phase("page out units with read-only parts");
+	ret = zf_region_pageout(g.r, g.base, g.size);
+	CHECK(ret >= 0 && ret <= (long)n, "pageout: %ld", ret);
+	VERIFY_UNITS(&g, 0, n, "after a pageout of split units");
+
+	set_phase("page them out once they are read-write again");
+	protect_range(g.base, g.size, PROT_READ | PROT_WRITE);
+	ret = zf_region_pageout(g.r, g.base, g.size);
+	CHECK(ret >= 0, "pageout: %ld", ret);
+	CHECK(units_in_memory(&g, 0, n) == 0, "%llu units still in memory after a pageout",
+	      U(units_in_memory(&g, 0, n)));
+	VERIFY_UNITS(&g, 0, n, "after a pageout of the whole region");
+	rg_close(&g);
+	return PASS;
+}
+
+int case_split(void)
+{
+	static const uint32_t units[] = { KiB(16), KiB(64), MiB(2) };
+
+	each_config("split", split, units, 3, 0, 30);
+	return failures ? FAIL : PASS;
+}
