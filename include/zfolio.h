@@ -544,7 +544,7 @@ typedef struct zf_region_stats {
 	uint64_t reject; /* units the store refused or the kernel kept: they stayed resident */
 	uint64_t clean_kept; /* swap-ins that kept their stored copy */
 	uint64_t clean_evict; /* evictions of clean units: no compression */
-	uint64_t clean_dropped; /* clean copies dropped by a write */
+	uint64_t clean_dropped; /* clean copies dropped by a write, or a refused eviction */
 	uint64_t swap_ra, swap_ra_hit; /* units read ahead; of them, used before evicted */
 	uint64_t ev_remove, ev_unmap, ev_remap; /* the program's madvise/munmap/mremap */
 	uint64_t copy_eagain, copy_eexist; /* UFFDIO_COPY retries, already-present answers */

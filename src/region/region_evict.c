@@ -111,16 +111,23 @@ static int move_unit(struct evict *ev, uint64_t k)
  * Gives unit k back: the pages it had moved out are copied back, and it is released as
  * it was (resident, or evicted and partly swapped in). Counted as refused. Its staging
  * is dropped at once: a chunk whose units all went back ends before the chunk's drop,
- * and a later move into pages left there would be refused (EEXIST) for good.
+ * and a later move into pages left there would be refused (EEXIST) for good. A clean
+ * unit loses its stored copy: the pages that went back are not write-protected, so a
+ * write to them would go unseen and a later eviction keep the stale copy.
  */
 static void give_back(struct evict *ev, uint64_t k)
 {
 	zf_region *r = ev->r;
 	const uint64_t u = ev->first + k;
+	const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
 
 	region_put_back(r, unit_addr(r, u), staged(ev, k), r->unit);
 	(void)madvise(staged(ev, k), r->unit, MADV_DONTNEED);
-	unit_release(r, u, ev->partial[k] ? ST_EVICTED : ST_RESIDENT, 0, 0);
+	if (st & F_CLEAN) {
+		zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+		INC(r, clean_dropped);
+	}
+	unit_release(r, u, ev->partial[k] ? ST_EVICTED : ST_RESIDENT, F_CLEAN, 0);
 	INC(r, reject);
 }
 

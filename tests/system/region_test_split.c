@@ -11,7 +11,8 @@
  *         of split units (the kernel refuses to move a read-only page into our staging:
  *         they stay resident, whole), and the same units evicted once the protection is
  *         undone (a pageout whose units all went back left their pages in staging, and
- *         every later move of those units was refused).
+ *         every later move of those units was refused); and a clean unit whose
+ *         eviction is refused after some of its pages moved out, then written there.
  */
 #include <string.h>
 #include <sys/mman.h>
@@ -65,10 +66,48 @@ static int split(const struct cfg *c)
 	return PASS;
 }
 
+/*
+ * A clean unit (keep_clean: its pages write-protected, the store keeps its copy) whose
+ * eviction is refused after some of its pages moved out: those went back without the
+ * protection, the unit stayed clean, a write to them was not seen, and the next
+ * eviction kept the stale copy (a lost write).
+ */
+static int split_clean(const struct cfg *c)
+{
+	const size_t n = 4;
+	zf_region_options o = ropts(c->mode, c->unit);
+	const size_t pg = (c->unit / PAGE / 2) * PAGE;
+	uint8_t *u1;
+	struct rg g;
+	long ret;
+
+	o.keep_clean = 1;
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	rg_fill(&g, 0, n, 2);
+	PAGEOUT(&g, 0, n, n);
+	u1 = g.base + g.unit;
+	VERIFY_UNITS(&g, 1, 2, "a clean unit read back");
+
+	set_phase("an eviction of the clean unit refused after its first pages moved");
+	protect_range(u1 + pg, PAGE, PROT_READ);
+	ret = zf_region_pageout(g.r, u1, g.unit);
+	CHECK(ret == 0, "pageout of a unit with a read-only page: %ld", ret);
+	protect_range(u1 + pg, PAGE, PROT_READ | PROT_WRITE);
+
+	set_phase("a write to a page that went back, then a pageout");
+	gen_page(g.want + g.unit, g.upages, 3, g.upages);
+	memcpy(u1, g.want + g.unit, PAGE);
+	PAGEOUT(&g, 1, 2, 1);
+	VERIFY_UNITS(&g, 0, n, "the clean unit written after its eviction was refused");
+	rg_close(&g);
+	return PASS;
+}
+
 int case_split(void)
 {
 	static const uint32_t units[] = { KiB(16), KiB(64), MiB(2) };
 
 	each_config("split", split, units, 3, 0, 30);
+	each_config("split clean", split_clean, units, 3, 0, 30);
 	return failures ? FAIL : PASS;
 }
