@@ -391,7 +391,10 @@ ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
  *     evicted units included, and is the program's plain memory from then on, also when
  *     it is moved back into the region's range. It stays registered with the region's
  *     userfaultfd until zf_region_destroy() (its first touches of never-written pages
- *     are served by the region, as zero pages);
+ *     are served by the region, as zero pages). One race the kernel's events cannot
+ *     order: a thread's mremap() away from an address that another thread's mremap()
+ *     of evicted memory takes at once, with the first thread preempted between its move
+ *     and its event (docs/region.md, "Late UNMAPs");
  *   - mprotect(): allowed; a unit the kernel will not move out (part of it read-only)
  *     stays resident;
  *   - fork(): the child does not get the region (MADV_DONTFORK: it faults with SIGSEGV if

@@ -19,9 +19,24 @@
  * (GONE). The memory that moved stays registered with us until the region is destroyed:
  * its faults are served as plain memory's (region_fault.c).
  *
- * Placing a page where the program's memory is now (region_place_followed()): events
- * queued behind the one handled may have moved that memory on (mremap away and back)
- * or dropped it; the page follows them.
+ * Placing a page where the program's memory is now (place_followed()): events queued
+ * behind the one handled may have moved that memory on (mremap away and back) or
+ * dropped it; the page follows them.
+ *
+ * Late UNMAPs: an mremap() that moves memory sends its REMAP, then an UNMAP of the
+ * range it left (and, shrinking, one of the part it cut off first), each only once the
+ * one before is read; but it changed the layout all at once, before any of them. In
+ * between, another thread may have mapped memory where this one left (the kernel hands
+ * the address out again) and moved region memory there: its REMAP then comes before
+ * the late UNMAP, which would seem to unmap what it moved in, and that memory's evicted
+ * data was dropped for "unmapped" (the soak test: zeros at the away address). So each
+ * queued event has a place in the order of layout changes (qseq), an mremap's UNMAPs
+ * the place of its REMAP, and following a page (follow(), zap_pending()) takes only
+ * the events that changed the layout after the one it starts from. An UNMAP is taken
+ * for a late one when it is the range a REMAP read before left ([from, from + len)),
+ * or starts where that range ends (the part a shrinking move cut off), while that
+ * REMAP's own UNMAP has not come (r->tails; a move with MREMAP_DONTUNMAP sends none,
+ * and its record goes when RG_TAILS newer ones push it out).
  *
  * docs/region.md: "The program's madvise, munmap and mremap"; failure modes, rows 5, 13
  * and 15.
@@ -118,11 +133,15 @@ static void unit_set_settled(zf_region *r, uint64_t u, uint32_t st)
  */
 static uintptr_t follow(zf_region *r, int i, uintptr_t addr, int *dropped)
 {
+	const uint64_t since = i >= 0 ? r->qseq[i] : r->seq_handled;
+
 	*dropped = 0;
 	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
 		const struct uffd_msg *m = &r->queue[k];
 		uintptr_t a, b;
 
+		if (r->qseq[k] <= since)
+			continue; /* a late UNMAP of a change before (see the top) */
 		event_range(m, &a, &b);
 		if (addr < a || addr >= b)
 			continue;
@@ -217,7 +236,8 @@ static int zap_pending(zf_region *r, int i, uintptr_t start, uintptr_t end, uint
 		uintptr_t a, b;
 
 		event_range(&r->queue[k], &a, &b);
-		if (r->queue[k].event != UFFD_EVENT_REMOVE && a < end && b > start)
+		if (r->queue[k].event != UFFD_EVENT_REMOVE && r->qseq[k] > r->qseq[i] && a < end &&
+		    b > start)
 			return 0;
 	}
 	for (uint64_t u = u0; u < u1; u++) {
@@ -401,10 +421,45 @@ void region_run_queue(zf_region *r, struct fault_ctx *c)
 	unsigned done = 0;
 
 	while (done < r->nqueue && !TEST_POINT_WAITS(TP_EVENT_HANDLE) &&
-	       !handle_event(r, c, (int)done))
+	       !handle_event(r, c, (int)done)) {
+		r->seq_handled = ZF_MAX(r->seq_handled, r->qseq[done]);
 		done++;
+	}
 	memmove(r->queue, r->queue + done, (r->nqueue - done) * sizeof(r->queue[0]));
+	memmove(r->qseq, r->qseq + done, (r->nqueue - done) * sizeof(r->qseq[0]));
 	r->nqueue -= done;
+}
+
+/*
+ * Where event m, just read, goes in the order of layout changes: after every event read
+ * before, or, for a late UNMAP of an mremap(), where its REMAP went (see the top).
+ */
+static uint64_t event_seq(zf_region *r, const struct uffd_msg *m)
+{
+	if (m->event == UFFD_EVENT_REMAP) {
+		if (r->ntails == RG_TAILS)
+			memmove(r->tails, r->tails + 1, --r->ntails * sizeof(r->tails[0]));
+		r->tails[r->ntails].from = m->arg.remap.from;
+		r->tails[r->ntails].len = m->arg.remap.len;
+		r->tails[r->ntails++].seq = ++r->seq_next;
+		return r->seq_next;
+	}
+	if (m->event == UFFD_EVENT_UNMAP) {
+		for (unsigned t = r->ntails; t-- > 0;) {
+			const uintptr_t from = r->tails[t].from, end = from + r->tails[t].len;
+			const uint64_t seq = r->tails[t].seq;
+
+			if (m->arg.remove.start == end)
+				return seq; /* the part a shrinking move cut off */
+			if (m->arg.remove.start != from || m->arg.remove.end != end)
+				continue;
+			/* The range it left: the last event of that call. */
+			memmove(r->tails + t, r->tails + t + 1,
+				(--r->ntails - t) * sizeof(r->tails[0]));
+			return seq;
+		}
+	}
+	return ++r->seq_next;
 }
 
 /*
@@ -430,6 +485,7 @@ void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_m
 			pthread_rwlock_wrlock(&r->read_lock);
 			region_run_queue(r, c);
 		}
+		r->qseq[r->nqueue] = event_seq(r, &msgs[i]);
 		r->queue[r->nqueue++] = msgs[i];
 	}
 	region_run_queue(r, c);

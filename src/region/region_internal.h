@@ -56,6 +56,7 @@
  */
 #define RG_CHUNK ((size_t)32 << 20)
 #define RG_QUEUE 256 /* events read and not yet handled */
+#define RG_TAILS 32 /* REMAPs whose UNMAPs (of the same mremap call) may still come */
 #define RG_EAGAIN_TRIES 1000 /* an evictor's moves, while the program's events come */
 
 /* The state word of a unit. */
@@ -142,6 +143,18 @@ struct zf_region {
 	pthread_rwlock_t read_lock;
 	struct uffd_msg queue[RG_QUEUE]; /* events read, not yet handled; under read_lock */
 	unsigned nqueue;
+	/*
+	 * When each queued event's change of the layout happened, as an order (region_events.c,
+	 * "Late UNMAPs"): an mremap() call's UNMAPs come after its REMAP, maybe after other
+	 * calls' events, but changed the layout with it. seq_handled: the latest of the
+	 * events handled. Under read_lock.
+	 */
+	uint64_t qseq[RG_QUEUE], seq_next, seq_handled;
+	struct {
+		uintptr_t from, len;
+		uint64_t seq;
+	} tails[RG_TAILS]; /* REMAPs read whose source UNMAP has not come yet, oldest first */
+	unsigned ntails;
 	struct fault_ctx *thread_ctx; /* one per service thread */
 
 	/* SIGBUS mode. */

@@ -25,7 +25,8 @@
  *                                         SIGBUS chaining
  *   region_test_remap.c    remap,         mremap() and munmap() at the worst moments
  *                          evict_meets    (test points)
- *   region_test_zap.c      zap_late       a DONTNEED whose zap comes late
+ *   region_test_zap.c      zap_late,      a DONTNEED whose zap comes late, an mremap
+ *                          remap_late     whose UNMAP comes late
  *   region_test_split.c    split          units that span two mappings (mprotect)
  * Each file's top comment says what its cases check.
  *
@@ -84,6 +85,7 @@ static const struct {
 	{ "evict_meets", case_evict_meets, 110 },
 	{ "zap_late", case_zap_late, 110 },
 	{ "split", case_split, 110 },
+	{ "remap_late", case_remap_late, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

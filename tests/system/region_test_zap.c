@@ -1,6 +1,13 @@
 /*
- * region_test_zap.c - madvise(MADV_DONTNEED) whose zap comes late, with a pageout in
- * between: after the madvise returns, the range must read zeros. Part of a unit: a
+ * region_test_zap.c - the program's thread held off between its events, so that what it
+ * does after the first is late: a SCHED_FIFO thread takes its CPU the moment the event
+ * is read (a test point). Two cases:
+ *
+ *  zap_late    madvise(MADV_DONTNEED) whose zap comes late, with a pageout in between.
+ *  remap_late  mremap() whose UNMAP (the kernel's second event of a move: the range it
+ *              left) comes after another thread moved region memory to that address.
+ *
+ * zap_late: after the madvise returns, the range must read zeros. Part of a unit: a
  * whole unit is empty (and no eviction's) as soon as the event is handled.
  *
  * The kernel sends the REMOVE event before it zaps, and the program's thread zaps only
@@ -17,7 +24,15 @@
  * again and before it zaps, a few instructions inside the kernel that no test point can
  * hold open: this test passes with that wait taken out; tests/model checks it.
  *
- * Needs two CPUs and SCHED_FIFO (root or CAP_SYS_NICE); skipped (77) otherwise.
+ * remap_late: thread Y moves memory back from address t; while it is held off, its
+ * UNMAP of t unsent, the main thread moves two evicted units to t. Their data cannot be
+ * placed until Y's UNMAP is read (the kernel refuses copies while an event is in
+ * flight), and then came after their REMAP in the queue: taken for an unmap of the
+ * memory just moved there, it dropped their data (zeros at t; found by the soak test).
+ * Now an mremap's UNMAPs take the place of its REMAP in the order of layout changes
+ * (region_events.c, "Late UNMAPs").
+ *
+ * Both need two CPUs and SCHED_FIFO (root or CAP_SYS_NICE); skipped (77) otherwise.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,7 +48,7 @@
 #define HOG_MS 300 /* longer than the 100 ms zfolio used to wait for a zap */
 
 struct late {
-	uint8_t *addr;
+	uint8_t *addr, *to; /* the dropper's range; the mover's: [to, to + len) to addr */
 	size_t len;
 	int go[2]; /* a pipe: the hog sleeps on it until its turn */
 	_Atomic int armed, hog_go, hog_done, dropped;
@@ -158,10 +173,105 @@ static int zap_late(const struct cfg *c)
 	return PASS;
 }
 
+/* CPU 0, SCHED_IDLE: the program's thread that moves [to, to + len) back to addr. */
+static void *mover_main(void *arg)
+{
+	struct late *l = arg;
+	struct sched_param sp = { 0 };
+
+	if (pin(0) || pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp))
+		return (void *)1;
+	if (mremap(l->to, l->len, l->len, MREMAP_MAYMOVE | MREMAP_FIXED, l->addr) != l->addr)
+		return (void *)2;
+	return NULL;
+}
+
+/* Whether [p, p + len) holds units [u, u + n) of want. */
+static void check_units_at(struct rg *g, const uint8_t *p, size_t u, size_t n, const char *what)
+{
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(p + i * g->unit, g->want + (u + i) * g->unit, g->unit))
+			FAILF("%s: unit %llu has other bytes at %p%s", what, U(u + i),
+			      (const void *)(p + i * g->unit),
+			      page_is_zero(p + i * g->unit) ? " (its first page reads zeros)" : "");
+}
+
+static int remap_late(const struct cfg *c)
+{
+	const size_t n = 8, len = 2 * c->unit;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	struct late l = { 0 };
+	pthread_t hog, mover;
+	uint8_t *resv, *t;
+	unsigned char v;
+	void *ret;
+	struct rg g;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	rg_fill(&g, 0, n, 2);
+	PAGEOUT(&g, 0, n, n);
+	if (pin(1) || pipe(l.go) || pthread_create(&hog, NULL, hog_main, &l))
+		return SKIP;
+	while (!atomic_load(&l.hog_done))
+		sched_yield();
+	if (atomic_load(&l.hog_done) < 0) {
+		pthread_join(hog, NULL);
+		rg_close(&g);
+		return SKIP; /* no SCHED_FIFO here */
+	}
+	/* An address t for two units, aligned to a unit, and units 1-2 moved there. */
+	resv = mmap(NULL, len + g.unit, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		    0);
+	CHECK(resv != MAP_FAILED, "mmap: %s", strerror(errno));
+	t = (uint8_t *)(((uintptr_t)resv + g.unit - 1) & ~(uintptr_t)(g.unit - 1));
+	l.addr = g.base + 1 * g.unit;
+	l.to = t;
+	l.len = len;
+	set_phase("units 1-2 moved to t");
+	CHECK(mremap(l.addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t, "mremap: %s",
+	      strerror(errno));
+	check_units_at(&g, t, 1, 2, "units 1-2 moved to t");
+
+	set_phase("the mover moves them back, held off before its UNMAP of t");
+	atomic_store(&l.armed, 1);
+	test_point_set(TP_EVENTS_PENDING, start_hog, &l);
+	CHECK(!pthread_create(&mover, NULL, mover_main, &l), "pthread_create");
+	while (!atomic_load(&l.hog_go))
+		sched_yield();
+	/* Its move is done (the layout changes before the events): t is free. */
+	while (!(mincore(t, PAGE, &v) && errno == ENOMEM))
+		sched_yield();
+	set_phase("units 5-6 moved to t while the mover's UNMAP of t is to come");
+	CHECK(mremap(g.base + 5 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
+	      "mremap: %s", strerror(errno));
+	CHECK(atomic_load(&l.hog_done) != 2, "the mover ran again before units 5-6 moved");
+	check_units_at(&g, t, 5, 2, "units 5-6 moved to where units 1-2 had been");
+	CHECK(!pthread_join(mover, &ret) && !ret, "the mover failed (%p)", ret);
+	pthread_join(hog, NULL);
+	test_point_set(TP_EVENTS_PENDING, NULL, NULL);
+	close(l.go[0]);
+	close(l.go[1]);
+	check_units_at(&g, l.addr, 1, 2, "units 1-2 moved back");
+	VERIFY_UNITS(&g, 3, 5, "the rest of the region");
+	VERIFY_UNITS(&g, 7, 8, "the rest of the region");
+	munmap(t, len);
+	munmap(resv, len + g.unit);
+	rg_close(&g);
+	return PASS;
+}
+
 static const uint32_t units[] = { KiB(64), KiB(2048) };
 
 int case_zap_late(void)
 {
 	each_config("zap late", zap_late, units, 2, 0, 20);
+	return failures ? FAIL : PASS;
+}
+
+int case_remap_late(void)
+{
+	static const uint32_t all[] = { KiB(4), KiB(64), KiB(2048) };
+
+	each_config("remap late", remap_late, all, 3, 0, 20);
 	return failures ? FAIL : PASS;
 }
