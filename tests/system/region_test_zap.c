@@ -186,6 +186,13 @@ static void *mover_main(void *arg)
 	return NULL;
 }
 
+/* A PROT_NONE reservation of [p, p + len), where nothing is mapped. */
+static int reserve_at(uint8_t *p, size_t len)
+{
+	return mmap(p, len, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) == p;
+}
+
 /* Whether [p, p + len) holds units [u, u + n) of want. */
 static void check_units_at(struct rg *g, const uint8_t *p, size_t u, size_t n, const char *what)
 {
@@ -230,6 +237,9 @@ static int remap_late(const struct cfg *c)
 	set_phase("units 1-2 moved to t");
 	CHECK(mremap(l.addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t, "mremap: %s",
 	      strerror(errno));
+	/* The hole reserved, or a mapping of anyone's (ASan's) could go there, and the move
+	 * back would replace it. */
+	CHECK(reserve_at(l.addr, len), "mmap(the hole): %s", strerror(errno));
 	check_units_at(&g, t, 1, 2, "units 1-2 moved to t");
 
 	set_phase("the mover moves them back, held off before its UNMAP of t");
@@ -238,9 +248,10 @@ static int remap_late(const struct cfg *c)
 	CHECK(!pthread_create(&mover, NULL, mover_main, &l), "pthread_create");
 	while (!atomic_load(&l.hog_go))
 		sched_yield();
-	/* Its move is done (the layout changes before the events): t is free. */
-	while (!(mincore(t, PAGE, &v) && errno == ENOMEM))
+	/* Its move is done (the layout changes before the events): t is free; reserved. */
+	while (!reserve_at(t, len) && errno == EEXIST && atomic_load(&l.hog_done) != 2)
 		sched_yield();
+	CHECK(mincore(t, PAGE, &v) == 0, "t could not be reserved");
 	set_phase("units 5-6 moved to t while the mover's UNMAP of t is to come");
 	CHECK(mremap(g.base + 5 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
 	      "mremap: %s", strerror(errno));
