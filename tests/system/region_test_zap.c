@@ -87,6 +87,23 @@ static void *hog_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The caller on CPU 1, the hog ready on CPU 0; 0, or -1 when either cannot be had (one
+ * CPU, no SCHED_FIFO here): the case is skipped.
+ */
+static int hog_start(struct late *l, pthread_t *hog)
+{
+	if (pin(1) || pipe(l->go) || pthread_create(hog, NULL, hog_main, l))
+		return -1;
+	while (!atomic_load(&l->hog_done))
+		sched_yield();
+	if (atomic_load(&l->hog_done) < 0) {
+		pthread_join(*hog, NULL);
+		return -1;
+	}
+	return 0;
+}
+
 /* CPU 0, SCHED_IDLE: the program's thread that drops the range. */
 static void *dropper_main(void *arg)
 {
@@ -131,16 +148,9 @@ static int zap_late(const struct cfg *c)
 
 	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
 	rg_fill(&g, 0, n, 2);
-	if (pin(1) || pipe(l.go))
-		return SKIP;
-	if (pthread_create(&hog, NULL, hog_main, &l))
-		return SKIP;
-	while (!atomic_load(&l.hog_done))
-		sched_yield();
-	if (atomic_load(&l.hog_done) < 0) {
-		pthread_join(hog, NULL);
+	if (hog_start(&l, &hog)) {
 		rg_close(&g);
-		return SKIP; /* no SCHED_FIFO here */
+		return SKIP;
 	}
 	/* Half of unit 3: the unit stays resident, with pages to drop (a whole unit would be
 	 * empty at once, and no eviction takes an empty unit). */
@@ -217,14 +227,9 @@ static int remap_late(const struct cfg *c)
 	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
 	rg_fill(&g, 0, n, 2);
 	PAGEOUT(&g, 0, n, n);
-	if (pin(1) || pipe(l.go) || pthread_create(&hog, NULL, hog_main, &l))
-		return SKIP;
-	while (!atomic_load(&l.hog_done))
-		sched_yield();
-	if (atomic_load(&l.hog_done) < 0) {
-		pthread_join(hog, NULL);
+	if (hog_start(&l, &hog)) {
 		rg_close(&g);
-		return SKIP; /* no SCHED_FIFO here */
+		return SKIP;
 	}
 	/* An address t for two units, aligned to a unit, and units 1-2 moved there. */
 	resv = mmap(NULL, len + g.unit, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
