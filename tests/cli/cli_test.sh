@@ -202,12 +202,13 @@ else
 			ok || bad "bench region json: not valid JSON"
 	fi
 	# Without readahead, every first touch of the 512 units of 16 KiB faults. (In thread
-	# mode, a zf_region_pageout() right after the pass may miss the last unit if its
-	# service thread has not marked it resident yet: 511 is accepted there.)
+	# mode the service thread counts a fault after its copy woke the program: a pass's
+	# last fault may fall into the next pass's counts, 511 one time, 513 the other - seen
+	# once in 30 runs each; accepted there.)
 	grep -q '"mode":"sigbus","readahead":0,.*"touches":512,"pgmajfault":512,' "$tmp/out" &&
 		ok || bad "bench region: sigbus: 512 faults expected without readahead"
 	grep -q '"size":8388608,"repeat":1,' "$tmp/out" && ok || bad "bench region: size, repeat"
-	grep -Eq '"mode":"thread","readahead":0,.*"touches":512,"pgmajfault":51[12],' "$tmp/out" &&
+	grep -Eq '"mode":"thread","readahead":0,.*"touches":512,"pgmajfault":51[123],' "$tmp/out" &&
 		ok || bad "bench region: thread: 512 faults expected without readahead"
 	# Per-page swap-in: a fault per 4 KiB page; an image smaller than the region, tiled.
 	expect 0 '"swapin":"per-page"' -- "$zf" bench region --image "$tmp/zp.bin" --size 2m \
