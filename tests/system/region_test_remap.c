@@ -35,6 +35,13 @@ static uint8_t *reserve(size_t len, size_t unit, uint8_t **resv)
 	return (uint8_t *)(((uintptr_t)*resv + unit - 1) & ~(uintptr_t)(unit - 1));
 }
 
+/* A PROT_NONE reservation of the hole [p, p + len). */
+static int hold_hole(uint8_t *p, size_t len)
+{
+	return mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) ==
+	       p;
+}
+
 /* Whether [p, p + len) of moved memory holds units [u, u + n) of want. */
 static void check_moved(struct rg *g, const uint8_t *p, size_t u, size_t n, const char *what)
 {
@@ -64,11 +71,17 @@ static int remap_reuse(const struct cfg *c)
 	/* A away to t: its evicted data follows. */
 	CHECK(mremap(g.base + 1 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
 	      "mremap: %s", strerror(errno));
+	/*
+	 * The holes each move leaves are reserved: a mapping of anyone's there (a buffer of
+	 * zfolio's, ASan's) would be replaced by the next move onto them.
+	 */
+	CHECK(hold_hole(g.base + 1 * g.unit, len), "mmap(the hole): %s", strerror(errno));
 	check_moved(&g, t, 1, 2, "A moved away");
 	/* And back. */
 	CHECK(mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, g.base + 1 * g.unit) ==
 		      g.base + 1 * g.unit,
 	      "mremap back: %s", strerror(errno));
+	CHECK(hold_hole(t, len), "mmap(the hole): %s", strerror(errno));
 	check_moved(&g, g.base + 1 * g.unit, 1, 2, "A moved back");
 	/* B, evicted, to the same address t: each first touch there faults again. */
 	CHECK(mremap(g.base + 4 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
