@@ -15,8 +15,9 @@
  * page by page and the page's waiters are woken), EAGAIN that the layout is changing
  * (an event is queued: the caller retries once it is read), ENOENT/ESRCH that the range
  * is gone - or, for a range of several pages, that it spans two of the program's
- * mappings (it mprotect()ed part of a unit): the range then goes in halves. UFFDIO_MOVE (region_move()) takes pages out of the program's mapping into a
- * staging area registered with us for the moment, or gives them back.
+ * mappings (it mprotect()ed part of a unit): the range then goes in halves.
+ * UFFDIO_MOVE (region_move()) takes pages out of the program's mapping into a staging
+ * area registered with us for the moment, or gives them back.
  *
  * docs/region.md: "Setup", "Placing pages"; failure modes, rows 1-3, 11 and 12.
  */
@@ -121,11 +122,6 @@ static int split_range(zf_region *r, uint8_t *dst, const uint8_t *src, size_t le
 	return fill(r, dst + half, src ? src + half : NULL, len - half, wp);
 }
 
-static int place_parts(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp)
-{
-	return split_range(r, dst, src, len, wp, region_place);
-}
-
 /*
  * UFFDIO_COPY of len bytes from src to dst, resuming after partial copies; a page that
  * is present already (a duplicate fault, served meanwhile) is skipped, and a range that
@@ -168,7 +164,7 @@ int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int
 			return 0;
 		}
 		if (ret == -ENOENT && len - done > RG_PAGE)
-			return place_parts(r, dst + done, src + done, len - done, wp);
+			return split_range(r, dst + done, src + done, len - done, wp, region_place);
 		if (ret == -EAGAIN)
 			INC(r, copy_eagain);
 		return ret;
