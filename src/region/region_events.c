@@ -466,7 +466,7 @@ static uint64_t event_seq(zf_region *r, const struct uffd_msg *m)
  * Queues the events among msgs[0..n) (page faults are the caller's), in order, and runs
  * the queue. Caller holds read_lock exclusively.
  */
-void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_msg *msgs, size_t n)
+static void handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_msg *msgs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
@@ -491,17 +491,41 @@ void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_m
 	region_run_queue(r, c);
 }
 
+/*
+ * Reads up to cap messages into msgs and handles the events among them; returns the
+ * bytes read, or -errno (-EAGAIN: none). Caller holds read_lock exclusively.
+ *
+ * The kernel lets an mremap() go on as soon as its REMAP is read, inside read(): a
+ * thread can touch the memory it moved before the event is counted in remaps_pending,
+ * and would have been served zeros there (or, in SIGBUS mode, the first REMAP not seen
+ * yet, killed). So the read itself counts as a REMAP pending, until its events are
+ * queued (region_test_remap.c, "remap touch").
+ */
+ssize_t region_read_events(zf_region *r, struct fault_ctx *c, struct uffd_msg *msgs, size_t cap)
+{
+	ssize_t got;
+
+	atomic_fetch_add(&r->remaps_pending, 1);
+	got = read(r->uffd, msgs, cap * sizeof(msgs[0]));
+	if (got < 0)
+		got = -errno;
+	if (got > 0) {
+		TEST_POINT(TP_EVENTS_READ);
+		handle_events(r, c, msgs, (size_t)got / sizeof(msgs[0]));
+	}
+	atomic_fetch_sub(&r->remaps_pending, 1);
+	return got;
+}
+
 void region_drain_events(zf_region *r, struct fault_ctx *c)
 {
 	struct uffd_msg msgs[16];
 
 	pthread_rwlock_wrlock(&r->read_lock);
 	for (int pass = 0; pass < 1000; pass++) {
-		const ssize_t got = read(r->uffd, msgs, sizeof(msgs));
+		const ssize_t got = region_read_events(r, c, msgs, ZF_ARRAY_SIZE(msgs));
 
-		if (got > 0)
-			region_handle_events(r, c, msgs, (size_t)got / sizeof(msgs[0]));
-		else
+		if (got <= 0)
 			region_run_queue(r, c);
 		if (got <= 0 && !r->nqueue)
 			break;

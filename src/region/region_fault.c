@@ -410,18 +410,16 @@ void *region_service_main(void *arg)
 		pthread_rwlock_wrlock(&r->read_lock);
 		if (r->nqueue)
 			region_run_queue(r, c);
-		got = read(r->uffd, msgs, sizeof(msgs));
+		/* Events first, in order, under the lock: a later fault sees their effect. */
+		got = region_read_events(r, c, msgs, RG_MSGS);
+		pthread_rwlock_unlock(&r->read_lock);
+		if (got == -EAGAIN || got == -EINTR)
+			continue;
 		if (got < 0) {
-			pthread_rwlock_unlock(&r->read_lock);
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			common_log(ZF_LOG_WARN, "region: read(userfaultfd): %s", strerror(errno));
+			common_log(ZF_LOG_WARN, "region: read(userfaultfd): %s",
+				   strerror((int)-got));
 			break;
 		}
-		TEST_POINT(TP_EVENTS_READ);
-		/* Events first, in order, under the lock: a later fault sees their effect. */
-		region_handle_events(r, c, msgs, (size_t)got / sizeof(msgs[0]));
-		pthread_rwlock_unlock(&r->read_lock);
 		for (size_t i = 0; i < (size_t)got / sizeof(msgs[0]); i++) {
 			uint8_t *addr;
 			uint64_t t0;

@@ -186,7 +186,12 @@ struct zf_region {
 	struct fault_ctx advise_ctx;
 
 	_Atomic int dying; /* zf_region_destroy() has unregistered the memory */
-	/* REMAP events read and not yet handled: their new range is not served yet. */
+	/*
+	 * REMAP events read and not yet handled, plus one while a read of the descriptor is
+	 * under way: an mremap() goes on as soon as its REMAP is read, inside read(), before
+	 * it can be counted (region_read_events()). Memory moved out is not served while
+	 * this is nonzero.
+	 */
 	_Atomic int remaps_pending;
 	_Atomic int remapped; /* memory ever moved out by mremap */
 	struct counters n;
@@ -454,8 +459,8 @@ struct service_arg {
 };
 void *region_service_main(void *arg);
 
-/* region_events.c: queueing and handling events as read. */
-void region_handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_msg *msgs, size_t n);
+/* region_events.c: reading, queueing and handling events. */
+ssize_t region_read_events(zf_region *r, struct fault_ctx *c, struct uffd_msg *msgs, size_t cap);
 void region_run_queue(zf_region *r, struct fault_ctx *c);
 /* Reads and handles the events left, the service threads gone (zf_region_destroy()). */
 void region_drain_events(zf_region *r, struct fault_ctx *c);

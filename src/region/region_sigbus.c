@@ -174,7 +174,8 @@ static int moved_memory(uint8_t *addr)
 			continue;
 		atomic_fetch_add_explicit(&registry_active[i], 1, memory_order_seq_cst);
 		r = atomic_load_explicit(&registry[i], memory_order_seq_cst);
-		if (r && atomic_load(&r->remapped))
+		/* (remaps_pending: maybe the first REMAP, being read) */
+		if (r && (atomic_load(&r->remapped) || atomic_load(&r->remaps_pending)))
 			served = serve_moved(r, page);
 		atomic_fetch_sub_explicit(&registry_active[i], 1, memory_order_release);
 		if (served)

@@ -6,7 +6,11 @@
  *               same address: the data follows, in both modes (a SIGBUS-mode region
  *               once took the second fault there for a foreign SIGBUS and the program
  *               died); and moved away and back before the first REMAP is handled (the
- *               evicted data was placed at an address the memory had left: zeros).
+ *               evicted data was placed at an address the memory had left: zeros);
+ *               and moved with MREMAP_DONTUNMAP and touched at once: with no UNMAP to
+ *               follow, the mremap() returns as its REMAP is read, inside read(), before
+ *               the service thread has counted it (SIGBUS mode: the fault was taken for
+ *               a foreign SIGBUS and the program killed, or served zeros).
  *  evict_meets  the program unmaps or moves a range while an eviction holds it, after the
  *               units are claimed and after their pages were taken: no crash in the
  *               library (a compressor once read the unmapped range: SIGSEGV), the moved
@@ -14,8 +18,11 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "common/test_point.h"
 #include "region_harness.h"
@@ -147,6 +154,64 @@ static int remap_back(const struct cfg *c)
 	return PASS;
 }
 
+/*
+ * For remap_touch(): the service thread that read the REMAP holds it, unhandled, until
+ * the program has touched the moved memory, or a second has passed (a region that makes
+ * the touch wait for the event, as it must, waits that second).
+ */
+struct touch {
+	atomic_int armed;
+	sem_t touched;
+};
+
+static int until_touched(enum test_point point, void *arg)
+{
+	struct touch *t = arg;
+	struct timespec ts;
+
+	(void)point;
+	if (!atomic_exchange(&t->armed, 0))
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	while (sem_timedwait(&t->touched, &ts) && errno == EINTR)
+		;
+	return 0;
+}
+
+/* The first page of an evicted unit moved away alone, MREMAP_DONTUNMAP, and read at once. */
+static int remap_touch(const struct cfg *c)
+{
+	const size_t n = remap_units(c->unit);
+	const zf_region_options o = ropts(c->mode, c->unit);
+	struct touch t = { 0 };
+	uint8_t *resv, *to, *from;
+	struct rg g;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	rg_fill(&g, 0, n, 2);
+	PAGEOUT(&g, 0, n, n);
+	to = reserve(PAGE, g.unit, &resv);
+	CHECK(to, "mmap: %s", strerror(errno));
+	CHECK(!sem_init(&t.touched, 0, 0), "sem_init: %s", strerror(errno));
+	from = g.base + 1 * g.unit;
+	atomic_store(&t.armed, 1);
+	test_point_set(TP_EVENTS_READ, until_touched, &t);
+	CHECK(mremap(from, PAGE, PAGE, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) == to,
+	      "mremap: %s", strerror(errno));
+	touch_read(to);
+	sem_post(&t.touched);
+	test_point_set(TP_EVENTS_READ, NULL, NULL);
+	if (memcmp(to, g.want + 1 * g.unit, PAGE))
+		FAILF("the page moved away reads %s", page_is_zero(to) ? "zeros" : "other bytes");
+	VERIFY(&g, 1 * g.unit + PAGE, g.unit - PAGE, "the rest of the unit, in place");
+	VERIFY_UNITS(&g, 2, n, "the rest of the region");
+	sem_destroy(&t.touched);
+	munmap(resv, PAGE + g.unit);
+	rg_close(&g);
+	return PASS;
+}
+
 /* For evict_meets(): what the program does while an eviction holds units [u, u + 2). */
 struct meet {
 	struct rg *g;
@@ -229,6 +294,7 @@ int case_remap(void)
 {
 	each_config("remap reuse", remap_reuse, units, 3, 0, 20);
 	each_config("remap back", remap_back, units, 3, 0, 20);
+	each_config("remap touch", remap_touch, units, 3, 0, 20);
 	return failures ? FAIL : PASS;
 }
 
