@@ -233,6 +233,8 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	r->probe = map_staging(ZF_UNIT_MAX);
 	ret = !r->base || !r->evict_stage || !r->probe || !r->state ? -ENOMEM : 0;
 	if (!ret)
+		ret = region_order_init(r);
+	if (!ret)
 		ret = region_setup_store(r, store);
 	if (!ret)
 		ret = region_uffd_register(r);
@@ -353,6 +355,7 @@ void zf_region_destroy(zf_region *r)
 		munmap(r->evict_stage, RG_CHUNK);
 	if (r->probe)
 		munmap(r->probe, ZF_UNIT_MAX);
+	region_order_fini(r);
 	free(r->threads);
 	free(r->thread_ctx);
 	free((void *)r->state);

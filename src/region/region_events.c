@@ -14,32 +14,23 @@
  * stored copies; a partly covered evicted unit is read back, the covered part zeroed,
  * and stored again. The program zaps its pages only after the event is read, so
  * resident pages may still be there when it is handled: the event waits for the zap
- * (zap_pending()), so that no eviction can store what the program dropped. UNMAP drops the units (GONE). REMAP (mremap moving region memory away): the
- * moved units' stored data is placed at the new address, and the units leave the region
- * (GONE). The memory that moved stays registered with us until the region is destroyed:
+ * (zap_pending()), so that no eviction can store what the program dropped. UNMAP drops
+ * the units (GONE). REMAP (mremap moving region memory away): the moved units' stored
+ * data is placed at the new address, and the units leave the region (GONE). The memory that moved stays registered with us until the region is destroyed:
  * its faults are served as plain memory's (region_fault.c).
  *
  * Placing a page where the program's memory is now (place_followed()): events queued
  * behind the one handled may have moved that memory on (mremap away and back) or
  * dropped it; the page follows them.
  *
- * Late UNMAPs: an mremap() that moves memory sends its REMAP, then an UNMAP of the
- * range it left (and, shrinking, one of the part it cut off first), each only once the
- * one before is read; but it changed the layout all at once, before any of them. In
- * between, another thread may have mapped memory where this one left (the kernel hands
- * the address out again) and moved region memory there: its REMAP then comes before
- * the late UNMAP, which would seem to unmap what it moved in, and that memory's evicted
- * data was dropped for "unmapped" (the soak test: zeros at the away address). So each
- * queued event has a place in the order of layout changes (qseq), an mremap's UNMAPs
- * the place of its REMAP, and following a page (follow(), zap_pending()) takes only
- * the events that changed the layout after the one it starts from. An UNMAP is taken
- * for a late one when it is the range a REMAP read before left ([from, from + len)),
- * or starts where that range ends (the part a shrinking move cut off), while that
- * REMAP's own UNMAP has not come (r->tails; a move with MREMAP_DONTUNMAP sends none,
- * and its record goes when RG_TAILS newer ones push it out).
+ * The events are read in the order threads got to send them, which is not always the
+ * order in which they changed the layout: each queued event has its place in that order
+ * (qseq, given by region_order.c as it is read), and following a page (follow(),
+ * zap_pending()) takes only the events that changed the layout after the one it starts
+ * from.
  *
- * docs/region.md: "The program's madvise, munmap and mremap"; failure modes, rows 5, 13
- * and 15.
+ * docs/region.md: "The program's madvise, munmap and mremap"; failure modes, rows 5, 13,
+ * 15, 16 and 18.
  */
 #include <string.h>
 #include <sys/mman.h>
@@ -431,38 +422,6 @@ void region_run_queue(zf_region *r, struct fault_ctx *c)
 }
 
 /*
- * Where event m, just read, goes in the order of layout changes: after every event read
- * before, or, for a late UNMAP of an mremap(), where its REMAP went (see the top).
- */
-static uint64_t event_seq(zf_region *r, const struct uffd_msg *m)
-{
-	if (m->event == UFFD_EVENT_REMAP) {
-		if (r->ntails == RG_TAILS)
-			memmove(r->tails, r->tails + 1, --r->ntails * sizeof(r->tails[0]));
-		r->tails[r->ntails].from = m->arg.remap.from;
-		r->tails[r->ntails].len = m->arg.remap.len;
-		r->tails[r->ntails++].seq = ++r->seq_next;
-		return r->seq_next;
-	}
-	if (m->event == UFFD_EVENT_UNMAP) {
-		for (unsigned t = r->ntails; t-- > 0;) {
-			const uintptr_t from = r->tails[t].from, end = from + r->tails[t].len;
-			const uint64_t seq = r->tails[t].seq;
-
-			if (m->arg.remove.start == end)
-				return seq; /* the part a shrinking move cut off */
-			if (m->arg.remove.start != from || m->arg.remove.end != end)
-				continue;
-			/* The range it left: the last event of that call. */
-			memmove(r->tails + t, r->tails + t + 1,
-				(--r->ntails - t) * sizeof(r->tails[0]));
-			return seq;
-		}
-	}
-	return ++r->seq_next;
-}
-
-/*
  * Queues the events among msgs[0..n) (page faults are the caller's), in order, and runs
  * the queue. Caller holds read_lock exclusively.
  */
@@ -485,7 +444,7 @@ static void handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_m
 			pthread_rwlock_wrlock(&r->read_lock);
 			region_run_queue(r, c);
 		}
-		r->qseq[r->nqueue] = event_seq(r, &msgs[i]);
+		r->qseq[r->nqueue] = region_event_seq(r, &msgs[i]);
 		r->queue[r->nqueue++] = msgs[i];
 	}
 	region_run_queue(r, c);

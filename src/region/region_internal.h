@@ -57,6 +57,7 @@
 #define RG_CHUNK ((size_t)32 << 20)
 #define RG_QUEUE 256 /* events read and not yet handled */
 #define RG_TAILS 32 /* REMAPs whose UNMAPs (of the same mremap call) may still come */
+#define RG_SEQ_STEP 1024 /* places between two events read in order (region_order.c) */
 #define RG_EAGAIN_TRIES 1000 /* an evictor's moves, while the program's events come */
 
 /* The state word of a unit. */
@@ -144,10 +145,9 @@ struct zf_region {
 	struct uffd_msg queue[RG_QUEUE]; /* events read, not yet handled; under read_lock */
 	unsigned nqueue;
 	/*
-	 * When each queued event's change of the layout happened, as an order (region_events.c,
-	 * "Late UNMAPs"): an mremap() call's UNMAPs come after its REMAP, maybe after other
-	 * calls' events, but changed the layout with it. seq_handled: the latest of the
-	 * events handled. Under read_lock.
+	 * When each queued event's change of the layout happened, as an order (region_order.c):
+	 * threads send their events after their changes, so the events may be read in
+	 * another order. seq_handled: the latest of the events handled. Under read_lock.
 	 */
 	uint64_t qseq[RG_QUEUE], seq_next, seq_handled;
 	struct {
@@ -155,6 +155,16 @@ struct zf_region {
 		uint64_t seq;
 	} tails[RG_TAILS]; /* REMAPs read whose source UNMAP has not come yet, oldest first */
 	unsigned ntails;
+	/* Where memory registered with us is, as the events read say (region_order.c). */
+	struct rg_span {
+		uintptr_t a, b; /* [a, b) */
+		uint64_t seq; /* the place of the event that put it there (0: the region) */
+		/* 0, or the place of a REMAP read onto it (then something took it away
+		 * before, in an event not read yet), and the last place given just before */
+		uint64_t stale, early;
+	} * spans;
+	unsigned nspans, cap_spans;
+	int spans_lost;
 	struct fault_ctx *thread_ctx; /* one per service thread */
 
 	/* SIGBUS mode. */
@@ -458,6 +468,12 @@ struct service_arg {
 	struct fault_ctx *c;
 };
 void *region_service_main(void *arg);
+
+/* region_order.c: the order of the program's layout changes. */
+int region_order_init(zf_region *r);
+void region_order_fini(zf_region *r);
+/* Where event m, just read, goes in the order of layout changes (its qseq). */
+uint64_t region_event_seq(zf_region *r, const struct uffd_msg *m);
 
 /* region_events.c: reading, queueing and handling events. */
 ssize_t region_read_events(zf_region *r, struct fault_ctx *c, struct uffd_msg *msgs, size_t cap);

@@ -242,5 +242,6 @@ int case_evict_meets(void);
 int case_zap_late(void);
 int case_split(void);
 int case_remap_late(void);
+int case_remap_early(void);
 
 #endif /* ZF_REGION_HARNESS_H */

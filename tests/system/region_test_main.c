@@ -26,7 +26,8 @@
  *   region_test_remap.c    remap,         mremap() and munmap() at the worst moments
  *                          evict_meets    (test points)
  *   region_test_zap.c      zap_late,      a DONTNEED whose zap comes late, an mremap
- *                          remap_late     whose UNMAP comes late
+ *                          remap_late,    whose UNMAP comes late, one whose REMAP comes
+ *                          remap_early    after another thread's
  *   region_test_split.c    split          units that span two mappings (mprotect)
  * Each file's top comment says what its cases check.
  *
@@ -86,6 +87,7 @@ static const struct {
 	{ "zap_late", case_zap_late, 110 },
 	{ "split", case_split, 110 },
 	{ "remap_late", case_remap_late, 110 },
+	{ "remap_early", case_remap_early, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -1,11 +1,13 @@
 /*
  * region_test_zap.c - the program's thread held off between its events, so that what it
  * does after the first is late: a SCHED_FIFO thread takes its CPU the moment the event
- * is read (a test point). Two cases:
+ * is read (a test point). Three cases:
  *
- *  zap_late    madvise(MADV_DONTNEED) whose zap comes late, with a pageout in between.
- *  remap_late  mremap() whose UNMAP (the kernel's second event of a move: the range it
- *              left) comes after another thread moved region memory to that address.
+ *  zap_late     madvise(MADV_DONTNEED) whose zap comes late, with a pageout in between.
+ *  remap_late   mremap() whose UNMAP (the kernel's second event of a move: the range it
+ *               left) comes after another thread moved region memory to that address.
+ *  remap_early  mremap() whose REMAP comes after another thread moved region memory to
+ *               the address it left (below).
  *
  * zap_late: after the madvise returns, the range must read zeros. Part of a unit: a
  * whole unit is empty (and no eviction's) as soon as the event is handled.
@@ -30,9 +32,9 @@
  * flight), and then came after their REMAP in the queue: taken for an unmap of the
  * memory just moved there, it dropped their data (zeros at t; found by the soak test).
  * Now an mremap's UNMAPs take the place of its REMAP in the order of layout changes
- * (region_events.c, "Late UNMAPs").
+ * (region_order.c, "Late UNMAPs").
  *
- * Both need two CPUs and SCHED_FIFO (root or CAP_SYS_NICE); skipped (77) otherwise.
+ * All need two CPUs and SCHED_FIFO (root or CAP_SYS_NICE); skipped (77) otherwise.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -213,9 +215,20 @@ static void check_units_at(struct rg *g, const uint8_t *p, size_t u, size_t n, c
 			      page_is_zero(p + i * g->unit) ? " (its first page reads zeros)" : "");
 }
 
-static int remap_late(const struct cfg *c)
+/*
+ * remap_late and remap_early: units 1-2 moved to t; the mover moves them on from t to
+ * l.addr, held off between two of its events, while the main thread moves units k, k + 1
+ * to t, which the mover left.
+ *
+ * remap_early: the mover's destination is units 6-7, registered with us, so its move's
+ * first event is the UNMAP of units 6-7, and it is held off once that is read, before
+ * its REMAP. The main thread's REMAP is then read before the mover's, which seemed to
+ * move units 3-4 on to units 6-7 (their data went there: zeros at t; found by the soak
+ * test, with the mover preempted between its change and its REMAP).
+ */
+static int remap_held(const struct cfg *c, int early)
 {
-	const size_t n = 8, len = 2 * c->unit;
+	const size_t n = 8, len = 2 * c->unit, k = early ? 3 : 5;
 	const zf_region_options o = ropts(c->mode, c->unit);
 	struct late l = { 0 };
 	pthread_t hog, mover;
@@ -236,18 +249,19 @@ static int remap_late(const struct cfg *c)
 		    0);
 	CHECK(resv != MAP_FAILED, "mmap: %s", strerror(errno));
 	t = (uint8_t *)(((uintptr_t)resv + g.unit - 1) & ~(uintptr_t)(g.unit - 1));
-	l.addr = g.base + 1 * g.unit;
+	l.addr = g.base + (early ? 6 : 1) * g.unit;
 	l.to = t;
 	l.len = len;
 	set_phase("units 1-2 moved to t");
-	CHECK(mremap(l.addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t, "mremap: %s",
-	      strerror(errno));
-	/* The hole reserved, or a mapping of anyone's (ASan's) could go there, and the move
-	 * back would replace it. */
-	CHECK(reserve_at(l.addr, len), "mmap(the hole): %s", strerror(errno));
+	CHECK(mremap(g.base + 1 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
+	      "mremap: %s", strerror(errno));
+	/* The hole reserved, or a mapping of anyone's (ASan's) could go there, and a move
+	 * onto it would replace it. */
+	CHECK(reserve_at(g.base + 1 * g.unit, len), "mmap(the hole): %s", strerror(errno));
 	check_units_at(&g, t, 1, 2, "units 1-2 moved to t");
 
-	set_phase("the mover moves them back, held off before its UNMAP of t");
+	set_phase(early ? "the mover moves them onto units 6-7, held off before its REMAP"
+			: "the mover moves them back, held off before its UNMAP of t");
 	atomic_store(&l.armed, 1);
 	test_point_set(TP_EVENTS_PENDING, start_hog, &l);
 	CHECK(!pthread_create(&mover, NULL, mover_main, &l), "pthread_create");
@@ -257,23 +271,37 @@ static int remap_late(const struct cfg *c)
 	while (!reserve_at(t, len) && errno == EEXIST && atomic_load(&l.hog_done) != 2)
 		sched_yield();
 	CHECK(mincore(t, PAGE, &v) == 0, "t could not be reserved");
-	set_phase("units 5-6 moved to t while the mover's UNMAP of t is to come");
-	CHECK(mremap(g.base + 5 * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
+	set_phase(early ? "units 3-4 moved to t before the mover's REMAP is sent"
+			: "units 5-6 moved to t while the mover's UNMAP of t is to come");
+	CHECK(mremap(g.base + k * g.unit, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t,
 	      "mremap: %s", strerror(errno));
-	CHECK(atomic_load(&l.hog_done) != 2, "the mover ran again before units 5-6 moved");
-	check_units_at(&g, t, 5, 2, "units 5-6 moved to where units 1-2 had been");
+	CHECK(atomic_load(&l.hog_done) != 2, "the mover ran again before units %llu-%llu moved",
+	      U(k), U(k + 1));
+	CHECK(reserve_at(g.base + k * g.unit, len), "mmap(the hole): %s", strerror(errno));
+	check_units_at(&g, t, k, 2, "units moved to where units 1-2 had been");
 	CHECK(!pthread_join(mover, &ret) && !ret, "the mover failed (%p)", ret);
 	pthread_join(hog, NULL);
 	test_point_set(TP_EVENTS_PENDING, NULL, NULL);
 	close(l.go[0]);
 	close(l.go[1]);
-	check_units_at(&g, l.addr, 1, 2, "units 1-2 moved back");
-	VERIFY_UNITS(&g, 3, 5, "the rest of the region");
-	VERIFY_UNITS(&g, 7, 8, "the rest of the region");
+	check_units_at(&g, l.addr, 1, 2, "units 1-2 moved on by the mover");
+	for (size_t u = 0; u < n; u++)
+		if ((u < 1 || u > 2) && (u < k || u > k + 1) && (!early || u < 6))
+			VERIFY_UNITS(&g, u, u + 1, "the rest of the region");
 	munmap(t, len);
 	munmap(resv, len + g.unit);
 	rg_close(&g);
 	return PASS;
+}
+
+static int remap_late(const struct cfg *c)
+{
+	return remap_held(c, 0);
+}
+
+static int remap_early(const struct cfg *c)
+{
+	return remap_held(c, 1);
 }
 
 static const uint32_t units[] = { KiB(64), KiB(2048) };
@@ -289,5 +317,13 @@ int case_remap_late(void)
 	static const uint32_t all[] = { KiB(4), KiB(64), KiB(2048) };
 
 	each_config("remap late", remap_late, all, 3, 0, 20);
+	return failures ? FAIL : PASS;
+}
+
+int case_remap_early(void)
+{
+	static const uint32_t all[] = { KiB(4), KiB(64), KiB(2048) };
+
+	each_config("remap early", remap_early, all, 3, 0, 20);
 	return failures ? FAIL : PASS;
 }
