@@ -16,8 +16,9 @@
  * resident pages may still be there when it is handled: the event waits for the zap
  * (zap_pending()), so that no eviction can store what the program dropped. UNMAP drops
  * the units (GONE). REMAP (mremap moving region memory away): the moved units' stored
- * data is placed at the new address, and the units leave the region (GONE). The memory that moved stays registered with us until the region is destroyed:
- * its faults are served as plain memory's (region_fault.c).
+ * data is placed at the new address, and the units leave the region (GONE). The memory
+ * that moved stays registered with us until the region is destroyed: its faults are
+ * served as plain memory's (region_fault.c).
  *
  * Placing a page where the program's memory is now (place_followed()): events queued
  * behind the one handled may have moved that memory on (mremap away and back) or

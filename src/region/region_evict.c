@@ -77,7 +77,7 @@ static int units_held(zf_region *r, const uint8_t *a, const uint8_t *b)
  *
  * Nor while an event read holds a unit of the range: after a REMOVE is read the program
  * zaps the pages, with nothing of the kernel's to keep a move out, and a move racing
- * that zap has been seen to spin in the kernel for good (6.18: once in ~150 runs of
+ * that zap has been seen to spin in the kernel for good (6.18: once in ~120 runs of
  * region_events' "race", sigbus 4k; none in 2000 with this check). Such a unit is given
  * back; its event drops what the program dropped. Returns what region_move() returns;
  * *err -ENOENT: the range left the region, -EBUSY: an event holds a unit of it.
