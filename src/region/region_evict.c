@@ -276,6 +276,19 @@ static int stage_register(zf_region *r, size_t len, int on)
 	return uffd_range(r, UFFDIO_UNREGISTER, &reg.range);
 }
 
+/* Whether no unit of [first, first + n) is in a transition or held by an event. */
+static int units_settled(zf_region *r, uint64_t first, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		const uint32_t st =
+			atomic_load_explicit(&r->state[first + i], memory_order_acquire);
+
+		if ((st & F_EVENT) || (st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING)
+			return 0;
+	}
+	return 1;
+}
+
 /*
  * Claims the units of [first, first + n) that are resident (sel NULL) or selected
  * (sel[i]) and moves their pages out to staging. Returns how many it claimed.
@@ -292,12 +305,23 @@ static uint64_t claim_and_move(struct evict *ev, uint64_t n, const uint8_t *sel,
 	 * later (the program goes on once its madvise's event is read, before it is
 	 * handled): a pageout waits for both, before it claims anything, so that a pageout
 	 * that follows a touch or a madvise sees the unit. Neither waits for evictors.
+	 *
+	 * The claim holds read_lock: the program's madvise() goes on as its event is read,
+	 * inside read(), before the event marks its units (F_EVENT, under the lock), and a
+	 * pageout that follows would claim a unit it must wait for; its move would then
+	 * find the mark and give the unit back (move_held()).
 	 */
-	for (uint64_t i = 0; i < n && !reclaim; i++) {
-		uint32_t seen;
+	for (;;) {
+		for (uint64_t i = 0; i < n && !reclaim; i++) {
+			uint32_t seen;
 
-		while (!unit_wait_mark(r, first + i, &seen))
-			futex_wait(&r->state[first + i], seen);
+			while (!unit_wait_mark(r, first + i, &seen))
+				futex_wait(&r->state[first + i], seen);
+		}
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (reclaim || units_settled(r, first, n))
+			break;
+		pthread_rwlock_unlock(&r->read_lock);
 	}
 	for (uint64_t i = 0; i < n; i++) {
 		const uint32_t st =
@@ -311,6 +335,7 @@ static uint64_t claim_and_move(struct evict *ev, uint64_t n, const uint8_t *sel,
 					    ST_EVICTING, F_REF | F_RA | F_HOT, 0);
 		claimed += ev->claimed[i];
 	}
+	pthread_rwlock_unlock(&r->read_lock);
 	if (!claimed)
 		return 0;
 	TEST_POINT(TP_EVICT_CLAIMED);

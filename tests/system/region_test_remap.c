@@ -15,7 +15,10 @@
  *               units are claimed and after their pages were taken: no crash in the
  *               library (a compressor once read the unmapped range: SIGSEGV), the moved
  *               data intact, the memory mapped in its place left alone; and drops a
- *               page of a unit the eviction claimed: that unit is left alone.
+ *               page of a unit the eviction claimed: that unit is left alone; and a
+ *               pageout right after a madvise whose event is read but not yet marked
+ *               on its unit (test points in the service thread and the eviction): the
+ *               pageout waits for the event and evicts the unit.
  */
 #include <errno.h>
 #include <sched.h>
@@ -340,6 +343,69 @@ static int evict_drop(const struct cfg *c)
 	return PASS;
 }
 
+/*
+ * For evict_after_drop(): the service thread that read the program's REMOVE waits, the
+ * event not yet marked on its unit, until an eviction has claimed units or a second has
+ * passed (a region whose claim waits for the read to end, as it must, waits that second).
+ */
+struct unmarked {
+	atomic_int armed;
+	sem_t claimed;
+};
+
+static int until_claimed(enum test_point point, void *arg)
+{
+	struct unmarked *um = arg;
+	struct timespec ts;
+
+	if (point == TP_EVICT_CLAIMED) {
+		sem_post(&um->claimed);
+		return 0;
+	}
+	if (!atomic_exchange(&um->armed, 0))
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	while (sem_timedwait(&um->claimed, &ts) && errno == EINTR)
+		;
+	return 0;
+}
+
+/*
+ * A pageout right after madvise(DONTNEED) of part of a unit: the madvise returned as its
+ * REMOVE was read, before the event marked the unit; the pageout must still wait for the
+ * event and evict the unit (it once claimed it unmarked, found the mark at the move, and
+ * gave the unit back: events dontneed, now and then).
+ */
+static int evict_after_drop(const struct cfg *c)
+{
+	const size_t n = remap_units(c->unit), u = n / 2;
+	const size_t off = c->unit > PAGE ? PAGE : 0;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	struct unmarked um = { 0 };
+	struct rg g;
+	long ret;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 2));
+	rg_fill(&g, 0, n, 2);
+	CHECK(!sem_init(&um.claimed, 0, 0), "sem_init: %s", strerror(errno));
+	test_point_set(TP_EVENTS_READ, until_claimed, &um);
+	test_point_set(TP_EVICT_CLAIMED, until_claimed, &um);
+	atomic_store(&um.armed, 1);
+	CHECK(!madvise(g.base + u * g.unit + off, PAGE, MADV_DONTNEED), "madvise: %s",
+	      strerror(errno));
+	zero_want(&g, u * g.unit + off, PAGE);
+	ret = zf_region_pageout(g.r, g.base + u * g.unit, g.unit);
+	test_point_set(TP_EVENTS_READ, NULL, NULL);
+	test_point_set(TP_EVICT_CLAIMED, NULL, NULL);
+	CHECK(ret == (c->unit > PAGE ? 1 : 0),
+	      "pageout right after a DONTNEED of part of unit %llu evicted %ld units", U(u), ret);
+	VERIFY(&g, 0, g.size, "after a DONTNEED and a pageout");
+	sem_destroy(&um.claimed);
+	rg_close(&g);
+	return PASS;
+}
+
 static const uint32_t units[] = { KiB(4), KiB(64), KiB(2048) };
 
 int case_remap(void)
@@ -354,5 +420,6 @@ int case_evict_meets(void)
 {
 	each_config("evict meets", evict_meets, units, 3, 0, 30);
 	each_config("evict meets dontneed", evict_drop, units, 3, 0, 30);
+	each_config("evict after dontneed", evict_after_drop, units, 3, 0, 30);
 	return failures ? FAIL : PASS;
 }
