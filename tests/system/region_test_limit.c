@@ -143,6 +143,8 @@ static int limit_one(const struct cfg *c)
 	}
 	for (unsigned i = 0; i < nwalkers; i++)
 		pthread_join(w[i].thread, NULL);
+	/* Under TSan on a loaded machine the walks can end before the sampler ran much. */
+	WAIT_UNTIL(atomic_load(&l.samples) >= 10, WAIT_MS);
 	atomic_store(&l.stop, 1);
 	pthread_join(s, NULL);
 	VERIFY(&g, 0, g.size, "everything after the walks");
