@@ -279,13 +279,10 @@ static int stage_register(zf_region *r, size_t len, int on)
 /* Whether no unit of [first, first + n) is in a transition or held by an event. */
 static int units_settled(zf_region *r, uint64_t first, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		const uint32_t st =
-			atomic_load_explicit(&r->state[first + i], memory_order_acquire);
-
-		if ((st & F_EVENT) || (st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING)
+	for (uint64_t i = 0; i < n; i++)
+		if (unit_unsettled(
+			    atomic_load_explicit(&r->state[first + i], memory_order_acquire)))
 			return 0;
-	}
 	return 1;
 }
 

@@ -350,15 +350,19 @@ static inline void unit_release(zf_region *r, uint64_t u, uint32_t to, uint32_t 
 	}
 }
 
+/* Whether a unit in state word st is in a transition or held by an event: to wait for. */
+static inline int unit_unsettled(uint32_t st)
+{
+	return (st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING || (st & F_EVENT);
+}
+
 /* Marks that somebody waits on unit u while it is in state st; 0, or -EAGAIN if it left st. */
 static inline int unit_wait_mark(zf_region *r, uint64_t u, uint32_t *seen)
 {
 	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_acquire);
 
 	for (;;) {
-		const uint32_t st = old & ST_MASK;
-
-		if (st != ST_EVICTING && st != ST_LOADING && !(old & F_EVENT))
+		if (!unit_unsettled(old))
 			return -EAGAIN;
 		if (old & F_WAIT)
 			break;

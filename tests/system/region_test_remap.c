@@ -159,27 +159,32 @@ static int remap_back(const struct cfg *c)
 }
 
 /*
- * For remap_touch(): the service thread that read the REMAP holds it, unhandled, until
- * the program has touched the moved memory, or a second has passed (a region that makes
- * the touch wait for the event, as it must, waits that second).
+ * A service thread held at a test point, once armed: it waits until the program posts
+ * go, or a second has passed (a region that makes the program wait for that thread, as
+ * it must, waits that second).
  */
-struct touch {
+struct held {
 	atomic_int armed;
-	sem_t touched;
+	sem_t go;
 };
 
-static int until_touched(enum test_point point, void *arg)
+static void hold_once(struct held *h)
 {
-	struct touch *t = arg;
 	struct timespec ts;
 
-	(void)point;
-	if (!atomic_exchange(&t->armed, 0))
-		return 0;
+	if (!atomic_exchange(&h->armed, 0))
+		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 1;
-	while (sem_timedwait(&t->touched, &ts) && errno == EINTR)
+	while (sem_timedwait(&h->go, &ts) && errno == EINTR)
 		;
+}
+
+/* For remap_touch(): the REMAP read is held, unhandled, until the program touched. */
+static int until_touched(enum test_point point, void *arg)
+{
+	(void)point;
+	hold_once(arg);
 	return 0;
 }
 
@@ -188,7 +193,7 @@ static int remap_touch(const struct cfg *c)
 {
 	const size_t n = remap_units(c->unit);
 	const zf_region_options o = ropts(c->mode, c->unit);
-	struct touch t = { 0 };
+	struct held t = { 0 };
 	uint8_t *resv, *to, *from;
 	struct rg g;
 
@@ -197,20 +202,20 @@ static int remap_touch(const struct cfg *c)
 	PAGEOUT(&g, 0, n, n);
 	to = reserve(PAGE, g.unit, &resv);
 	CHECK(to, "mmap: %s", strerror(errno));
-	CHECK(!sem_init(&t.touched, 0, 0), "sem_init: %s", strerror(errno));
+	CHECK(!sem_init(&t.go, 0, 0), "sem_init: %s", strerror(errno));
 	from = g.base + 1 * g.unit;
 	atomic_store(&t.armed, 1);
 	test_point_set(TP_EVENTS_READ, until_touched, &t);
 	CHECK(mremap(from, PAGE, PAGE, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) == to,
 	      "mremap: %s", strerror(errno));
 	touch_read(to);
-	sem_post(&t.touched);
+	sem_post(&t.go);
 	test_point_set(TP_EVENTS_READ, NULL, NULL);
 	if (memcmp(to, g.want + 1 * g.unit, PAGE))
 		FAILF("the page moved away reads %s", page_is_zero(to) ? "zeros" : "other bytes");
 	VERIFY(&g, 1 * g.unit + PAGE, g.unit - PAGE, "the rest of the unit, in place");
 	VERIFY_UNITS(&g, 2, n, "the rest of the region");
-	sem_destroy(&t.touched);
+	sem_destroy(&t.go);
 	munmap(resv, PAGE + g.unit);
 	rg_close(&g);
 	return PASS;
@@ -344,30 +349,17 @@ static int evict_drop(const struct cfg *c)
 }
 
 /*
- * For evict_after_drop(): the service thread that read the program's REMOVE waits, the
- * event not yet marked on its unit, until an eviction has claimed units or a second has
- * passed (a region whose claim waits for the read to end, as it must, waits that second).
+ * For evict_after_drop(): the REMOVE read is held, not yet marked on its unit, until an
+ * eviction has claimed units (it posts at TP_EVICT_CLAIMED).
  */
-struct unmarked {
-	atomic_int armed;
-	sem_t claimed;
-};
-
 static int until_claimed(enum test_point point, void *arg)
 {
-	struct unmarked *um = arg;
-	struct timespec ts;
+	struct held *h = arg;
 
-	if (point == TP_EVICT_CLAIMED) {
-		sem_post(&um->claimed);
-		return 0;
-	}
-	if (!atomic_exchange(&um->armed, 0))
-		return 0;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 1;
-	while (sem_timedwait(&um->claimed, &ts) && errno == EINTR)
-		;
+	if (point == TP_EVICT_CLAIMED)
+		sem_post(&h->go);
+	else
+		hold_once(h);
 	return 0;
 }
 
@@ -382,13 +374,13 @@ static int evict_after_drop(const struct cfg *c)
 	const size_t n = remap_units(c->unit), u = n / 2;
 	const size_t off = c->unit > PAGE ? PAGE : 0;
 	const zf_region_options o = ropts(c->mode, c->unit);
-	struct unmarked um = { 0 };
+	struct held um = { 0 };
 	struct rg g;
 	long ret;
 
 	rg_open(&g, &o, n * c->unit, store_make(c->unit, 2));
 	rg_fill(&g, 0, n, 2);
-	CHECK(!sem_init(&um.claimed, 0, 0), "sem_init: %s", strerror(errno));
+	CHECK(!sem_init(&um.go, 0, 0), "sem_init: %s", strerror(errno));
 	test_point_set(TP_EVENTS_READ, until_claimed, &um);
 	test_point_set(TP_EVICT_CLAIMED, until_claimed, &um);
 	atomic_store(&um.armed, 1);
@@ -401,7 +393,7 @@ static int evict_after_drop(const struct cfg *c)
 	CHECK(ret == (c->unit > PAGE ? 1 : 0),
 	      "pageout right after a DONTNEED of part of unit %llu evicted %ld units", U(u), ret);
 	VERIFY(&g, 0, g.size, "after a DONTNEED and a pageout");
-	sem_destroy(&um.claimed);
+	sem_destroy(&um.go);
 	rg_close(&g);
 	return PASS;
 }
