@@ -26,7 +26,7 @@
  *
  * The events are read in the order threads got to send them, which is not always the
  * order in which they changed the layout: each queued event has its place in that order
- * (qseq, given by region_order.c as it is read), and following a page (follow(),
+ * (qseq, given by region_order.c as it is read), and following a page (region_follow(),
  * zap_pending()) takes only the events that changed the layout after the one it starts
  * from.
  *
@@ -40,18 +40,6 @@
 #include "../common/test_point.h"
 #include "region_internal.h"
 
-/* The range an event covers: [*a, *b). */
-static void event_range(const struct uffd_msg *m, uintptr_t *a, uintptr_t *b)
-{
-	if (m->event == UFFD_EVENT_REMAP) {
-		*a = m->arg.remap.from;
-		*b = *a + m->arg.remap.len;
-	} else {
-		*a = m->arg.remove.start;
-		*b = m->arg.remove.end;
-	}
-}
-
 /* Whether an event queued after position i covers unit u. */
 static int held_later(zf_region *r, unsigned i, uint64_t u)
 {
@@ -60,7 +48,7 @@ static int held_later(zf_region *r, unsigned i, uint64_t u)
 	for (unsigned k = i + 1; k < r->nqueue; k++) {
 		uintptr_t a, b;
 
-		event_range(&r->queue[k], &a, &b);
+		region_event_range(&r->queue[k], &a, &b);
 		if (a < ue && b > ua)
 			return 1;
 	}
@@ -119,35 +107,6 @@ static void unit_set_settled(zf_region *r, uint64_t u, uint32_t st)
 }
 
 /*
- * Where the page at addr is now, after the events queued behind position i (-1: the
- * whole queue) moved it: its address, or 0 when unmapped. *dropped: a later REMOVE
- * dropped it (it reads as zeros there).
- */
-static uintptr_t follow(zf_region *r, int i, uintptr_t addr, int *dropped)
-{
-	const uint64_t since = i >= 0 ? r->qseq[i] : r->seq_handled;
-
-	*dropped = 0;
-	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
-		const struct uffd_msg *m = &r->queue[k];
-		uintptr_t a, b;
-
-		if (r->qseq[k] <= since)
-			continue; /* a late UNMAP of a change before (see the top) */
-		event_range(m, &a, &b);
-		if (addr < a || addr >= b)
-			continue;
-		if (m->event == UFFD_EVENT_REMAP)
-			addr = m->arg.remap.to + (addr - a);
-		else if (m->event == UFFD_EVENT_UNMAP)
-			return 0;
-		else
-			*dropped = 1;
-	}
-	return addr;
-}
-
-/*
  * Places a page of data that belongs at addr (as of queue position i) where the
  * program's memory is now. Returns 0 (placed, or nothing to place: the page is there
  * already, or was dropped or unmapped since), or -EAGAIN (another event is coming: the
@@ -156,7 +115,7 @@ static uintptr_t follow(zf_region *r, int i, uintptr_t addr, int *dropped)
 static int place_followed(zf_region *r, int i, uintptr_t addr, const uint8_t *src)
 {
 	int dropped;
-	const uintptr_t to = follow(r, i, addr, &dropped);
+	const uintptr_t to = region_follow(r, i, addr, &dropped);
 	int ret;
 
 	if (!to || dropped)
@@ -174,7 +133,7 @@ int region_moved_on(zf_region *r, uintptr_t start, uintptr_t end)
 	for (unsigned k = 0; k < r->nqueue; k++) {
 		uintptr_t a, b;
 
-		event_range(&r->queue[k], &a, &b);
+		region_event_range(&r->queue[k], &a, &b);
 		if (r->queue[k].event != UFFD_EVENT_REMOVE && a < end && b > start)
 			return 1;
 	}
@@ -227,7 +186,7 @@ static int zap_pending(zf_region *r, int i, uintptr_t start, uintptr_t end, uint
 	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
 		uintptr_t a, b;
 
-		event_range(&r->queue[k], &a, &b);
+		region_event_range(&r->queue[k], &a, &b);
 		if (r->queue[k].event != UFFD_EVENT_REMOVE && r->qseq[k] > r->qseq[i] && a < end &&
 		    b > start)
 			return 0;
@@ -399,7 +358,7 @@ static void event_hold(zf_region *r, const struct uffd_msg *m)
 	uintptr_t a, b;
 	uint64_t u0, u1;
 
-	event_range(m, &a, &b);
+	region_event_range(m, &a, &b);
 	if (units_of(r, a, b, &u0, &u1))
 		(void)units_busy(r, u0, u1);
 }

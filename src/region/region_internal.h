@@ -478,6 +478,15 @@ int region_order_init(zf_region *r);
 void region_order_fini(zf_region *r);
 /* Where event m, just read, goes in the order of layout changes (its qseq). */
 uint64_t region_event_seq(zf_region *r, const struct uffd_msg *m);
+/* The range event m covers: [*a, *b). */
+void region_event_range(const struct uffd_msg *m, uintptr_t *a, uintptr_t *b);
+/*
+ * Where the page at addr is now, after the events queued behind position i (-1: the
+ * whole queue, from the last event handled) moved it, counting only changes that came
+ * after the one it starts from: its address, or 0 when unmapped. *dropped: a later
+ * REMOVE dropped it (it reads as zeros there). Under read_lock.
+ */
+uintptr_t region_follow(zf_region *r, int i, uintptr_t addr, int *dropped);
 
 /* region_events.c: reading, queueing and handling events. */
 ssize_t region_read_events(zf_region *r, struct fault_ctx *c, struct uffd_msg *msgs, size_t cap);

@@ -6,8 +6,9 @@
  * before is read, with no lock held between: the order in which events are read is the
  * order in which threads got to send them, not always the order of their changes. Events
  * are still handled in the order read, but a page placed where its memory is now
- * (follow()) takes only the events whose change came after the one it starts from. Two
- * ways the orders differ, both when another thread changes the layout in between:
+ * (region_follow()) takes only the events whose change came after the one it starts
+ * from. Two ways the orders differ, both when another thread changes the layout in
+ * between:
  *
  * Late UNMAPs. An mremap() that moves memory sends its REMAP, then an UNMAP of the range
  * it left (and, shrinking, one of the part it cut off). Meanwhile another thread may map
@@ -39,6 +40,9 @@
  *
  * Places are RG_SEQ_STEP apart, so that early events fit in between. All of this runs
  * in the service thread that read the event, under read_lock (exclusive).
+ *
+ * region_follow() walks the queue from a given place: where a page of data must go now.
+ * tests/model/order_sim.c checks both against a simulated kernel.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -225,4 +229,39 @@ uint64_t region_event_seq(zf_region *r, const struct uffd_msg *m)
 	default:
 		return r->seq_next += RG_SEQ_STEP;
 	}
+}
+
+void region_event_range(const struct uffd_msg *m, uintptr_t *a, uintptr_t *b)
+{
+	if (m->event == UFFD_EVENT_REMAP) {
+		*a = m->arg.remap.from;
+		*b = *a + m->arg.remap.len;
+	} else {
+		*a = m->arg.remove.start;
+		*b = m->arg.remove.end;
+	}
+}
+
+uintptr_t region_follow(zf_region *r, int i, uintptr_t addr, int *dropped)
+{
+	const uint64_t since = i >= 0 ? r->qseq[i] : r->seq_handled;
+
+	*dropped = 0;
+	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
+		const struct uffd_msg *m = &r->queue[k];
+		uintptr_t a, b;
+
+		if (r->qseq[k] <= since)
+			continue; /* a late UNMAP of a change before (see the top) */
+		region_event_range(m, &a, &b);
+		if (addr < a || addr >= b)
+			continue;
+		if (m->event == UFFD_EVENT_REMAP)
+			addr = m->arg.remap.to + (addr - a);
+		else if (m->event == UFFD_EVENT_UNMAP)
+			return 0;
+		else
+			*dropped = 1;
+	}
+	return addr;
 }
