@@ -7,8 +7,8 @@
  * order in which threads got to send them, not always the order of their changes. Events
  * are still handled in the order read, but a page placed where its memory is now
  * (region_follow()) takes only the events whose change came after the one it starts
- * from. Two ways the orders differ, both when another thread changes the layout in
- * between:
+ * from, in the order of their changes. Two ways the orders differ, both when another
+ * thread changes the layout in between:
  *
  * Late UNMAPs. An mremap() that moves memory sends its REMAP, then an UNMAP of the range
  * it left (and, shrinking, one of the part it cut off). Meanwhile another thread may map
@@ -41,8 +41,9 @@
  * Places are RG_SEQ_STEP apart, so that early events fit in between. All of this runs
  * in the service thread that read the event, under read_lock (exclusive).
  *
- * region_follow() walks the queue from a given place: where a page of data must go now.
- * tests/model/order_sim.c checks both against a simulated kernel.
+ * region_follow() walks the queue in the order of these places, from a given one: where
+ * a page of data must go now. tests/model/order_sim.c checks both against a simulated
+ * kernel.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -245,14 +246,29 @@ void region_event_range(const struct uffd_msg *m, uintptr_t *a, uintptr_t *b)
 uintptr_t region_follow(zf_region *r, int i, uintptr_t addr, int *dropped)
 {
 	const uint64_t since = i >= 0 ? r->qseq[i] : r->seq_handled;
+	uint16_t order[RG_QUEUE];
+	unsigned n = 0;
 
-	*dropped = 0;
+	/*
+	 * The changes after the one we start from, in the order they happened: the queue's
+	 * order (read order) with early events moved back to their places. Insertion: the
+	 * queue is in order but for a few.
+	 */
 	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
-		const struct uffd_msg *m = &r->queue[k];
-		uintptr_t a, b;
+		unsigned j = n;
 
 		if (r->qseq[k] <= since)
-			continue; /* a late UNMAP of a change before (see the top) */
+			continue; /* a change before the one we start from, read late (see the top) */
+		n++;
+		for (; j > 0 && r->qseq[order[j - 1]] > r->qseq[k]; j--)
+			order[j] = order[j - 1];
+		order[j] = (uint16_t)k;
+	}
+	*dropped = 0;
+	for (unsigned o = 0; o < n; o++) {
+		const struct uffd_msg *m = &r->queue[order[o]];
+		uintptr_t a, b;
+
 		region_event_range(m, &a, &b);
 		if (addr < a || addr >= b)
 			continue;

@@ -5,7 +5,8 @@
  * (region_remap_late, region_remap_early) make the same streams happen in the kernel.
  *
  * Addresses: the region at R, a unit of memory L long; "home" ranges in the region, "away"
- * ranges outside it.
+ * ranges outside it. Every event fed is queued, as the service thread does, so that
+ * region_follow() can walk the queue.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +39,15 @@ static void order_free(zf_region *r)
 	free(r);
 }
 
+/* Event m, read now: its place, and it joins the queue. */
+static uint64_t read_event(zf_region *r, const struct uffd_msg *m)
+{
+	assert_true(r->nqueue < RG_QUEUE);
+	r->qseq[r->nqueue] = region_event_seq(r, m);
+	r->queue[r->nqueue] = *m;
+	return r->qseq[r->nqueue++];
+}
+
 static uint64_t remap(zf_region *r, uintptr_t from, uintptr_t to, uintptr_t len)
 {
 	struct uffd_msg m = { .event = UFFD_EVENT_REMAP };
@@ -45,7 +55,7 @@ static uint64_t remap(zf_region *r, uintptr_t from, uintptr_t to, uintptr_t len)
 	m.arg.remap.from = from;
 	m.arg.remap.to = to;
 	m.arg.remap.len = len;
-	return region_event_seq(r, &m);
+	return read_event(r, &m);
 }
 
 static uint64_t unmap(zf_region *r, uintptr_t a, uintptr_t b)
@@ -54,7 +64,7 @@ static uint64_t unmap(zf_region *r, uintptr_t a, uintptr_t b)
 
 	m.arg.remove.start = a;
 	m.arg.remove.end = b;
-	return region_event_seq(r, &m);
+	return read_event(r, &m);
 }
 
 static uint64_t drop(zf_region *r, uintptr_t a, uintptr_t b)
@@ -63,7 +73,15 @@ static uint64_t drop(zf_region *r, uintptr_t a, uintptr_t b)
 
 	m.arg.remove.start = a;
 	m.arg.remove.end = b;
-	return region_event_seq(r, &m);
+	return read_event(r, &m);
+}
+
+/* Where the page at addr is after the events queued behind position i. */
+static uintptr_t follow(zf_region *r, int i, uintptr_t addr)
+{
+	int dropped;
+
+	return region_follow(r, i, addr, &dropped);
 }
 
 /* A whole move: its REMAP, then the UNMAP of the range it left; the REMAP's place. */
@@ -193,12 +211,47 @@ static void early_chain(void **state)
 	order_free(r);
 }
 
+/*
+ * A page follows the changes in the order they happened, not the order read (order_sim
+ * found this): A moves region memory away (its REMAP not handled yet: a unit in
+ * transition holds it), back home, and away again, to AWAY2, which B left: B moved its
+ * memory at AWAY2 home and was preempted before its REMAP was sent. B's REMAP, early,
+ * is queued behind A's second move and goes before it: A's page is at AWAY2, not taken
+ * home with B's memory.
+ */
+static void follow_in_place_order(void **state)
+{
+	zf_region *r = order_new();
+	const uintptr_t away2 = AWAY + 16 * L;
+	int dropped;
+
+	(void)state;
+	move(r, R + 1 * L, AWAY, L); /* queue position 0, 1 */
+	move(r, AWAY, R + 1 * L, L);
+	move(r, R + 5 * L, away2, L); /* B's memory */
+	remap(r, R + 1 * L, away2, L); /* A, onto B's memory: B's event is to come */
+	unmap(r, R + 1 * L, R + 2 * L);
+	remap(r, away2, R + 5 * L, L); /* B's, early */
+	unmap(r, away2, away2 + L);
+	assert_int_equal(follow(r, 0, AWAY), away2);
+	assert_int_equal(follow(r, 0, AWAY + L / 2), away2 + L / 2);
+	/* From the last handled (none): A's region page too. */
+	assert_int_equal(region_follow(r, -1, R + 1 * L, &dropped), away2);
+	/* B's memory, from its own move away: home. */
+	assert_int_equal(follow(r, 4, away2), R + 5 * L);
+	order_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(in_order),    cmocka_unit_test(late_unmap),
-		cmocka_unit_test(early_remap), cmocka_unit_test(early_unmap),
-		cmocka_unit_test(handoff),     cmocka_unit_test(early_chain),
+		cmocka_unit_test(in_order),
+		cmocka_unit_test(late_unmap),
+		cmocka_unit_test(early_remap),
+		cmocka_unit_test(early_unmap),
+		cmocka_unit_test(handoff),
+		cmocka_unit_test(early_chain),
+		cmocka_unit_test(follow_in_place_order),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
