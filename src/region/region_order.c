@@ -15,7 +15,7 @@
  * memory where this one left and move region memory there: its REMAP is read before the
  * late UNMAP, which would seem to unmap what it moved in (the soak test: zeros at the away
  * address). An UNMAP is taken for a late one when it is the range a REMAP read before
- * left, or starts where that range ends, while that REMAP's own UNMAP has not come
+ * left, or else starts where that range ends, while that REMAP's own UNMAP has not come
  * (r->tails; a move with MREMAP_DONTUNMAP sends none, and its record goes when RG_TAILS
  * newer ones push it out): it gets its REMAP's place.
  *
@@ -188,21 +188,25 @@ static void tail_add(zf_region *r, uintptr_t from, uintptr_t len, uint64_t seq)
 	r->tails[r->ntails++].seq = seq;
 }
 
-/* The place of the REMAP whose late UNMAP [a, b) is, or 0 (see the top). */
+/*
+ * The place of the REMAP whose late UNMAP [a, b) is, or 0 (see the top). The range a
+ * REMAP left first, then the part cut off after one: a neighbour's own UNMAP starts
+ * where another move's source ends whenever mmap() handed out neighbours.
+ */
 static uint64_t tail_of(zf_region *r, uintptr_t a, uintptr_t b)
 {
 	for (unsigned t = r->ntails; t-- > 0;) {
-		const uintptr_t from = r->tails[t].from, end = from + r->tails[t].len;
 		const uint64_t seq = r->tails[t].seq;
 
-		if (a == end)
-			return seq; /* the part a shrinking move cut off */
-		if (a != from || b != end)
+		if (a != r->tails[t].from || b != r->tails[t].from + r->tails[t].len)
 			continue;
 		/* The range it left: the last event of that call. */
 		memmove(r->tails + t, r->tails + t + 1, (--r->ntails - t) * sizeof(r->tails[0]));
 		return seq;
 	}
+	for (unsigned t = r->ntails; t-- > 0;)
+		if (a == r->tails[t].from + r->tails[t].len)
+			return r->tails[t].seq; /* the part a shrinking move cut off */
 	return 0;
 }
 

@@ -242,6 +242,36 @@ static void follow_in_place_order(void **state)
 	order_free(r);
 }
 
+/*
+ * A late UNMAP is its own REMAP's even when another REMAP read since left the range just
+ * below it (top-down mmap() hands out neighbours): the soak test's zeros at the away
+ * address. B's memory is at AWAY, C's just below; B moves home, A moves region memory to
+ * AWAY, C moves home, and only then is B's UNMAP of AWAY read. It starts where C's
+ * source ends, as the part a shrinking move cuts off would, but it is B's: before A's
+ * move, which it must not unmap.
+ */
+static void late_unmap_beside(void **state)
+{
+	zf_region *r = order_new();
+	uint64_t a, b;
+	int pos_a;
+
+	(void)state;
+	move(r, R + 1 * L, AWAY, L); /* B */
+	move(r, R + 5 * L, AWAY - L, L); /* C */
+	b = remap(r, AWAY, R + 1 * L, L);
+	pos_a = (int)r->nqueue;
+	a = remap(r, R + 10 * L, AWAY, L);
+	remap(r, AWAY - L, R + 5 * L, L);
+	assert_int_equal(unmap(r, AWAY, AWAY + L), b);
+	assert_true(b < a);
+	assert_int_equal(follow(r, pos_a, AWAY), AWAY);
+	/* C's own UNMAP, and A's, still find their REMAPs. */
+	unmap(r, AWAY - L, AWAY);
+	assert_int_equal(unmap(r, R + 10 * L, R + 11 * L), a);
+	order_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +282,7 @@ int main(void)
 		cmocka_unit_test(handoff),
 		cmocka_unit_test(early_chain),
 		cmocka_unit_test(follow_in_place_order),
+		cmocka_unit_test(late_unmap_beside),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
