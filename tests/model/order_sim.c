@@ -239,8 +239,6 @@ static int thread_step(struct sim *s, unsigned i)
 {
 	struct thread *t = &s->t[i];
 
-	if (t->waiting)
-		return 0;
 	if (in_call(t)) {
 		if (t->sent)
 			return 0; /* blocked until the service thread reads it */
@@ -248,6 +246,8 @@ static int thread_step(struct sim *s, unsigned i)
 		say(s, "T%u sends its event %u", i, t->next);
 		return 1;
 	}
+	if (t->waiting)
+		return 0; /* reading what it moved: until its REMAP is handled */
 	switch (t->st) {
 	case IDLE: {
 		const unsigned op = (unsigned)rnd(s, 8);
