@@ -53,6 +53,7 @@ struct event {
 	struct uffd_msg m;
 	int ids[MAXRUN]; /* REMAP: the memory it moved, page by page */
 	int waiter; /* --touch: the thread that waits for it to be handled, or -1 */
+	unsigned changed; /* the step at which its call changed the layout */
 };
 
 enum tstate { IDLE, AWAY_MOVED, AWAY, HOLE_MADE };
@@ -149,12 +150,14 @@ static void unmap_pages(struct sim *s, unsigned a, unsigned n)
 	}
 }
 
-/* A new call of thread t: no events yet. */
-static void call_begin(struct thread *t)
+/* A new call of thread t, changing the layout now: no events yet. */
+static void call_begin(const struct sim *s, struct thread *t)
 {
 	memset(t->ev, 0, sizeof(t->ev));
-	for (unsigned k = 0; k < MAXEV; k++)
+	for (unsigned k = 0; k < MAXEV; k++) {
 		t->ev[k].waiter = -1;
+		t->ev[k].changed = s->nlog;
+	}
 	t->nev = t->next = 0;
 	t->sent = 0;
 }
@@ -165,7 +168,7 @@ static void move_pages(struct sim *s, struct thread *t, unsigned from, unsigned 
 	struct event *e = &t->ev[0];
 	int reg = 0;
 
-	call_begin(t);
+	call_begin(s, t);
 	for (unsigned k = 0; k < n; k++)
 		reg |= s->as[from + k].kind == OURS;
 	/* Onto a mapping of ours: unmapped first (its own UNMAP; not in these runs). */
@@ -195,7 +198,7 @@ static void unmap_call(struct sim *s, struct thread *t, unsigned a, unsigned n)
 	for (unsigned k = 0; k < n; k++)
 		reg |= s->as[a + k].kind == OURS;
 	unmap_pages(s, a, n);
-	call_begin(t);
+	call_begin(s, t);
 	if (!reg)
 		return;
 	t->ev[0].m.event = UFFD_EVENT_UNMAP;
@@ -291,7 +294,7 @@ static int thread_step(struct sim *s, unsigned i)
 				say(s, "T%u mmap(MAP_FIXED) over region %u+%u", i, run, n);
 			}
 		} else {
-			call_begin(t);
+			call_begin(s, t);
 			t->ev[0].m.event = UFFD_EVENT_REMOVE;
 			t->ev[0].m.arg.remove.start = addr_of(RB + run);
 			t->ev[0].m.arg.remove.end = addr_of(RB + run + n);
@@ -375,7 +378,7 @@ static int fail(struct sim *s, const char *fmt, ...)
 	va_end(ap);
 	printf("\n  the last %u steps:\n", ZF_MIN(s->nlog, MAXLOG));
 	for (unsigned k = s->nlog > MAXLOG ? s->nlog - MAXLOG : 0; k < s->nlog; k++)
-		printf("    %s\n", s->log[k % MAXLOG]);
+		printf("    %5u  %s\n", k, s->log[k % MAXLOG]);
 	return 1;
 }
 
@@ -421,14 +424,14 @@ static int read_step(struct sim *s)
 		s->queue[s->r.nqueue++] = *e;
 		region_event_range(&e->m, &a, &b);
 		if (e->m.event == UFFD_EVENT_REMAP)
-			say(s, "read REMAP %u+%u -> %u, place %" PRIu64 " (T%u)", page_of(a),
-			    page_of(b) - page_of(a), page_of(e->m.arg.remap.to),
-			    s->r.qseq[s->r.nqueue - 1], (unsigned)(t - s->t));
+			say(s, "read REMAP %u+%u -> %u, place %" PRIu64 " (T%u, changed at %u)",
+			    page_of(a), page_of(b) - page_of(a), page_of(e->m.arg.remap.to),
+			    s->r.qseq[s->r.nqueue - 1], (unsigned)(t - s->t), e->changed);
 		else
-			say(s, "read %s %u+%u, place %" PRIu64 " (T%u)",
+			say(s, "read %s %u+%u, place %" PRIu64 " (T%u, changed at %u)",
 			    e->m.event == UFFD_EVENT_UNMAP ? "UNMAP" : "REMOVE", page_of(a),
 			    page_of(b) - page_of(a), s->r.qseq[s->r.nqueue - 1],
-			    (unsigned)(t - s->t));
+			    (unsigned)(t - s->t), e->changed);
 		t->next++;
 		t->sent = 0;
 	}
