@@ -392,10 +392,10 @@ ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
  *     it is moved back into the region's range. It stays registered with the region's
  *     userfaultfd until zf_region_destroy() (its first touches of never-written pages
  *     are served by the region, as zero pages). Threads may move and unmap memory at
- *     once, over the same addresses; one chain of races the kernel's events cannot
- *     order is left: a thread preempted between its mremap() or munmap() and its
- *     event while two others move evicted memory to the address it left and on from
- *     there (docs/region.md, "The order of events");
+ *     once, over the same addresses; races the kernel's events cannot order are left:
+ *     a thread preempted between its mremap() or munmap() and its event while another
+ *     moves evicted memory to the address it left and on from there before touching
+ *     it, or two others do (docs/region.md, "The order of events");
  *   - mprotect(): allowed; a unit the kernel will not move out (part of it read-only)
  *     stays resident;
  *   - fork(): the child does not get the region (MADV_DONTFORK: it faults with SIGSEGV if
