@@ -382,11 +382,18 @@ void pageout_units(struct rg *g, size_t u0, size_t u1, size_t want, int line)
 {
 	const long n = zf_region_pageout(g->r, g->base + u0 * g->unit, (u1 - u0) * g->unit);
 
-	if (n != (long)want)
+	if (n != (long)want) {
+		const zf_region_stats st = rst(g->r);
+
+		/* reject: claimed, and given back (the kernel would not move a page, or the
+		 * store refused it); the rest were not claimed at all. */
 		fail_at(line, "pageout",
 			"zf_region_pageout() of units [%llu, %llu) evicted %ld, want %llu "
-			"(%llu of them have pages in memory now)",
-			U(u0), U(u1), n, U(want), U(units_in_memory(g, u0, u1)));
+			"(%llu of them have pages in memory now; units given back so far %llu, "
+			"resident %llu)",
+			U(u0), U(u1), n, U(want), U(units_in_memory(g, u0, u1)), U(st.reject),
+			U(st.resident_bytes / g->unit));
+	}
 }
 
 size_t pick_compressible(const struct rg *g, size_t from)
