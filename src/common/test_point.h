@@ -12,6 +12,7 @@
 #define ZF_TEST_POINT_H
 
 enum test_point {
+	TP_EVICT_SETTLED, /* eviction: units seen settled, none claimed yet (read_lock shared) */
 	TP_EVICT_CLAIMED, /* eviction: units claimed (EVICTING), pages still in place */
 	TP_EVICT_MOVED, /* eviction: pages moved out to staging, nothing stored yet */
 	TP_EVICT_STORED, /* eviction: stored, units not yet settled (still EVICTING) */
@@ -20,6 +21,9 @@ enum test_point {
 	TP_EVENT_HANDLE, /* an event at the head of the queue, about to be handled (read_lock); a
 			  * function that returns nonzero makes it wait, as a unit in
 			  * transition would */
+	TP_FAULT_RESIDENT, /* a fault on a resident unit (a hole, a write to a clean page),
+			    * about to claim it */
+	TP_FAULT_FIXED, /* the same: claimed (LOADING), the page fixed, not yet released */
 	TP_COUNT
 };
 

@@ -312,6 +312,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		 * returned, then it touched the unit) is handled before it, or the page
 		 * we zero now would be in a unit the event then calls EMPTY.
 		 */
+		TEST_POINT(TP_FAULT_RESIDENT);
 		pthread_rwlock_rdlock(&r->read_lock);
 		if (unit_move(r, u, ST_RESIDENT, ST_LOADING, 0, 0)) {
 			pthread_rwlock_unlock(&r->read_lock);
@@ -320,6 +321,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		st = atomic_load_explicit(&r->state[u], memory_order_acquire);
 		ret = fix_resident(r, u, page, wp, st, &clear);
 		pthread_rwlock_unlock(&r->read_lock);
+		TEST_POINT(TP_FAULT_FIXED);
 		unit_release(r, u, ST_RESIDENT, clear, F_REF);
 		return ret == -EAGAIN ? RETRY : SERVED;
 	}
