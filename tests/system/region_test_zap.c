@@ -32,7 +32,8 @@
  * flight), and then came after their REMAP in the queue: taken for an unmap of the
  * memory just moved there, it dropped their data (zeros at t; found by the soak test).
  * Now an mremap's UNMAPs take the place of its REMAP in the order of layout changes
- * (region_order.c, "Late UNMAPs").
+ * (region_order.c, "Late UNMAPs"). In both remap cases the SCHED_FIFO thread holds CPU 0
+ * until the main thread has moved its units (a deadline, not 300 ms that must be enough).
  *
  * All need two CPUs and SCHED_FIFO (root or CAP_SYS_NICE); skipped (77) otherwise.
  */
@@ -54,6 +55,9 @@ struct late {
 	size_t len;
 	int go[2]; /* a pipe: the hog sleeps on it until its turn */
 	_Atomic int armed, hog_go, hog_done, dropped;
+	/* remap_held(): the hog spins on until the main thread has moved (released). */
+	int hold;
+	_Atomic int released;
 };
 
 static int pin(int cpu)
@@ -65,12 +69,17 @@ static int pin(int cpu)
 	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-/* CPU 0, SCHED_FIFO: spins HOG_MS from the moment the REMOVE is read. */
+/*
+ * CPU 0, SCHED_FIFO: spins HOG_MS from the moment the REMOVE is read, and (l->hold) on
+ * until the main thread releases it: a deadline, not a time that must be long enough (it
+ * was 300 ms, and under ASan beside two test loops the main thread's move once took
+ * longer); the cap only keeps a stuck test from spinning for good.
+ */
 static void *hog_main(void *arg)
 {
 	struct late *l = arg;
 	struct sched_param sp = { .sched_priority = 1 };
-	uint64_t end;
+	uint64_t end, cap;
 
 	if (pin(0) || pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp)) {
 		atomic_store(&l->hog_done, -1);
@@ -83,7 +92,8 @@ static void *hog_main(void *arg)
 	}
 	atomic_store(&l->hog_go, 1);
 	end = now_ns() + (uint64_t)HOG_MS * 1000000u;
-	while (now_ns() < end)
+	cap = now_ns() + (uint64_t)DEADLINE_S(10) * 1000000000u;
+	while (now_ns() < end || (l->hold && !atomic_load(&l->released) && now_ns() < cap))
 		;
 	atomic_store(&l->hog_done, 2);
 	return NULL;
@@ -263,6 +273,7 @@ static int remap_held(const struct cfg *c, int early)
 	set_phase(early ? "the mover moves them onto units 6-7, held off before its REMAP"
 			: "the mover moves them back, held off before its UNMAP of t");
 	atomic_store(&l.armed, 1);
+	l.hold = 1;
 	test_point_set(TP_EVENTS_PENDING, start_hog, &l);
 	CHECK(!pthread_create(&mover, NULL, mover_main, &l), "pthread_create");
 	while (!atomic_load(&l.hog_go))
@@ -277,6 +288,7 @@ static int remap_held(const struct cfg *c, int early)
 	      "mremap: %s", strerror(errno));
 	CHECK(atomic_load(&l.hog_done) != 2, "the mover ran again before units %llu-%llu moved",
 	      U(k), U(k + 1));
+	atomic_store(&l.released, 1);
 	CHECK(reserve_at(g.base + k * g.unit, len), "mmap(the hole): %s", strerror(errno));
 	check_units_at(&g, t, k, 2, "units moved to where units 1-2 had been");
 	CHECK(!pthread_join(mover, &ret) && !ret, "the mover failed (%p)", ret);
