@@ -103,6 +103,9 @@ static unsigned page_of(uintptr_t a)
 	return (unsigned)((a - (uintptr_t)0x10000000) / RG_PAGE);
 }
 
+static void say(struct sim *s, const char *fmt, ...) ZF_PRINTF(2, 3);
+static int fail(struct sim *s, const char *fmt, ...) ZF_PRINTF(2, 3);
+
 static void say(struct sim *s, const char *fmt, ...)
 {
 	va_list ap;
