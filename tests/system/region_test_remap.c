@@ -411,6 +411,10 @@ struct fault_race {
 	sem_t ready, claimed;
 	atomic_int settled_armed, fixed_armed;
 	uint8_t *addr;
+	/* evict_fault_drop(): the fault, claimed, waits for a DONTNEED of [drop, +len) */
+	uint8_t *drop;
+	size_t drop_len;
+	sem_t drop_go, dropped;
 };
 
 static int fault_meets_claim(enum test_point point, void *arg)
@@ -437,16 +441,34 @@ static int fault_meets_claim(enum test_point point, void *arg)
 		if (!atomic_exchange(&f->fixed_armed, 0))
 			break;
 		sem_post(&f->claimed);
-		/* Held a second: an eviction that waits for the unit waits that second. */
+		if (f->drop)
+			sem_post(&f->drop_go);
+		/*
+		 * Held a second (an eviction that waits for the unit waits that second), or
+		 * until another thread's DONTNEED over the unit returned.
+		 */
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		while (sem_timedwait(&f->fault.go, &ts) && errno == EINTR)
+		ts.tv_sec += f->drop ? DEADLINE_S(5) : 1;
+		while (sem_timedwait(f->drop ? &f->dropped : &f->fault.go, &ts) && errno == EINTR)
 			;
 		break;
 	default:
 		break;
 	}
 	return 0;
+}
+
+/* evict_fault_drop()'s other thread: the DONTNEED, once the fault has claimed its unit. */
+static void *drop_when_claimed(void *arg)
+{
+	struct fault_race *f = arg;
+
+	while (sem_wait(&f->drop_go) && errno == EINTR)
+		;
+	if (madvise(f->drop, f->drop_len, MADV_DONTNEED))
+		FAILF("madvise: %s", strerror(errno));
+	sem_post(&f->dropped);
+	return NULL;
 }
 
 static void *write_clean(void *arg)
@@ -511,6 +533,74 @@ static int evict_after_fault(const struct cfg *c)
 	return PASS;
 }
 
+/*
+ * The same, and while the fault holds the unit a DONTNEED of it and of the next unit
+ * (its REMOVE waits for every unit in a transition): an eviction that had claimed the
+ * next unit and then waited for this one's event, behind that REMOVE, hung for good
+ * (soak_short in CI, with a first version of the fix above). Now the eviction waits for
+ * the fault's claim only, and never for an event while it holds units.
+ */
+static int evict_fault_drop(const struct cfg *c)
+{
+	const size_t n = remap_units(c->unit), u = n / 2;
+	zf_region_options o = ropts(c->mode, c->unit);
+	struct fault_race f = { 0 };
+	pthread_t w, d;
+	struct rg g;
+	long ret;
+
+	o.keep_clean = 1;
+	o.fault_threads = 2; /* thread mode: one held in the fault, one reads the REMOVE */
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 2));
+	rg_fill(&g, 0, n, 2);
+	PAGEOUT(&g, u, u + 1, 1);
+	VERIFY_UNITS(&g, u, u + 1, "the unit swapped in, clean");
+	CHECK(!sem_init(&f.fault.go, 0, 0) && !sem_init(&f.ready, 0, 0) &&
+		      !sem_init(&f.claimed, 0, 0) && !sem_init(&f.drop_go, 0, 0) &&
+		      !sem_init(&f.dropped, 0, 0),
+	      "sem_init: %s", strerror(errno));
+	f.addr = g.base + u * g.unit + 7;
+	f.drop = g.base + u * g.unit;
+	f.drop_len = 2 * g.unit;
+	atomic_store(&f.fault.armed, 1);
+	atomic_store(&f.settled_armed, 1);
+	atomic_store(&f.fixed_armed, 1);
+	test_point_set(TP_FAULT_RESIDENT, fault_meets_claim, &f);
+	test_point_set(TP_EVICT_SETTLED, fault_meets_claim, &f);
+	test_point_set(TP_FAULT_FIXED, fault_meets_claim, &f);
+	CHECK(!pthread_create(&w, NULL, write_clean, &f) &&
+		      !pthread_create(&d, NULL, drop_when_claimed, &f),
+	      "pthread_create");
+	while (sem_wait(&f.ready) && errno == EINTR)
+		;
+	ret = zf_region_pageout(g.r, g.base + u * g.unit, 2 * g.unit);
+	sem_post(&f.drop_go); /* the race did not line up: the check below says so */
+	pthread_join(w, NULL);
+	pthread_join(d, NULL);
+	test_point_set(TP_FAULT_RESIDENT, NULL, NULL);
+	test_point_set(TP_EVICT_SETTLED, NULL, NULL);
+	test_point_set(TP_FAULT_FIXED, NULL, NULL);
+	zero_want(&g, u * g.unit, 2 * g.unit);
+	/* The write went before the DONTNEED (thread mode: the fault woke it as it fixed
+	 * the page) or after (SIGBUS mode: once the handler returned). */
+	CHECK(g.base[u * g.unit + 7] == 0 || g.base[u * g.unit + 7] == 0x5a,
+	      "the byte written reads %#x", g.base[u * g.unit + 7]);
+	g.want[u * g.unit + 7] = g.base[u * g.unit + 7];
+	CHECK(!atomic_load(&f.settled_armed) && !atomic_load(&f.fixed_armed),
+	      "the race did not line up (eviction looked: %d, fault claimed: %d)",
+	      !atomic_load(&f.settled_armed), !atomic_load(&f.fixed_armed));
+	CHECK(ret == 0, "pageout of units %llu-%llu, both dropped meanwhile, evicted %ld", U(u),
+	      U(u + 1), ret);
+	VERIFY(&g, 0, g.size, "after a write, a DONTNEED and a pageout");
+	sem_destroy(&f.fault.go);
+	sem_destroy(&f.ready);
+	sem_destroy(&f.claimed);
+	sem_destroy(&f.drop_go);
+	sem_destroy(&f.dropped);
+	rg_close(&g);
+	return PASS;
+}
+
 static const uint32_t units[] = { KiB(4), KiB(64), KiB(2048) };
 
 int case_remap(void)
@@ -527,5 +617,6 @@ int case_evict_meets(void)
 	each_config("evict meets dontneed", evict_drop, units, 3, 0, 30);
 	each_config("evict after dontneed", evict_after_drop, units, 3, 0, 30);
 	each_config("evict after fault", evict_after_fault, units, 3, 0, 30);
+	each_config("evict after fault, dontneed", evict_fault_drop, units, 3, 0, 30);
 	return failures ? FAIL : PASS;
 }
