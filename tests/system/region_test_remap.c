@@ -480,6 +480,43 @@ static void *write_clean(void *arg)
 }
 
 /*
+ * Sets the race up on unit u of g: the byte the writer writes, the test points, and (drop)
+ * the DONTNEED of u and the next unit while the fault holds u.
+ */
+static void fault_race_arm(struct fault_race *f, struct rg *g, size_t u, int drop)
+{
+	CHECK(!sem_init(&f->fault.go, 0, 0) && !sem_init(&f->ready, 0, 0) &&
+		      !sem_init(&f->claimed, 0, 0) && !sem_init(&f->drop_go, 0, 0) &&
+		      !sem_init(&f->dropped, 0, 0),
+	      "sem_init: %s", strerror(errno));
+	f->addr = g->base + u * g->unit + 7;
+	f->drop = drop ? g->base + u * g->unit : NULL;
+	f->drop_len = 2 * g->unit;
+	atomic_store(&f->fault.armed, 1);
+	atomic_store(&f->settled_armed, 1);
+	atomic_store(&f->fixed_armed, 1);
+	test_point_set(TP_FAULT_RESIDENT, fault_meets_claim, f);
+	test_point_set(TP_EVICT_SETTLED, fault_meets_claim, f);
+	test_point_set(TP_FAULT_FIXED, fault_meets_claim, f);
+}
+
+/* Clears the test points; checks the race lined up. */
+static void fault_race_disarm(struct fault_race *f)
+{
+	test_point_set(TP_FAULT_RESIDENT, NULL, NULL);
+	test_point_set(TP_EVICT_SETTLED, NULL, NULL);
+	test_point_set(TP_FAULT_FIXED, NULL, NULL);
+	CHECK(!atomic_load(&f->settled_armed) && !atomic_load(&f->fixed_armed),
+	      "the race did not line up (eviction looked: %d, fault claimed: %d)",
+	      !atomic_load(&f->settled_armed), !atomic_load(&f->fixed_armed));
+	sem_destroy(&f->fault.go);
+	sem_destroy(&f->ready);
+	sem_destroy(&f->claimed);
+	sem_destroy(&f->drop_go);
+	sem_destroy(&f->dropped);
+}
+
+/*
  * A pageout while a fault claims the unit for a moment (a write to a clean unit here; a
  * duplicate fault served late did it in region_many_faulters): the fault claimed it
  * between the eviction's look and its claim. The eviction must wait for the fault and
@@ -499,36 +536,19 @@ static int evict_after_fault(const struct cfg *c)
 	rg_fill(&g, 0, n, 2);
 	PAGEOUT(&g, u, u + 1, 1);
 	VERIFY_UNITS(&g, u, u + 1, "the unit swapped in, clean");
-	CHECK(!sem_init(&f.fault.go, 0, 0) && !sem_init(&f.ready, 0, 0) &&
-		      !sem_init(&f.claimed, 0, 0),
-	      "sem_init: %s", strerror(errno));
-	f.addr = g.base + u * g.unit + 7;
-	atomic_store(&f.fault.armed, 1);
-	atomic_store(&f.settled_armed, 1);
-	atomic_store(&f.fixed_armed, 1);
-	test_point_set(TP_FAULT_RESIDENT, fault_meets_claim, &f);
-	test_point_set(TP_EVICT_SETTLED, fault_meets_claim, &f);
-	test_point_set(TP_FAULT_FIXED, fault_meets_claim, &f);
+	fault_race_arm(&f, &g, u, 0);
 	CHECK(!pthread_create(&w, NULL, write_clean, &f), "pthread_create");
 	while (sem_wait(&f.ready) && errno == EINTR)
 		;
 	ret = zf_region_pageout(g.r, g.base + u * g.unit, g.unit);
 	pthread_join(w, NULL);
-	test_point_set(TP_FAULT_RESIDENT, NULL, NULL);
-	test_point_set(TP_EVICT_SETTLED, NULL, NULL);
-	test_point_set(TP_FAULT_FIXED, NULL, NULL);
+	fault_race_disarm(&f);
 	g.want[u * g.unit + 7] = 0x5a;
-	CHECK(!atomic_load(&f.settled_armed) && !atomic_load(&f.fixed_armed),
-	      "the race did not line up (eviction looked: %d, fault claimed: %d)",
-	      !atomic_load(&f.settled_armed), !atomic_load(&f.fixed_armed));
 	CHECK(ret == 1,
 	      "pageout of unit %llu evicted %ld: a fault claimed it for a moment between the "
 	      "eviction's look and its claim, and the eviction skipped it",
 	      U(u), ret);
 	VERIFY(&g, 0, g.size, "after a write and a pageout of the unit");
-	sem_destroy(&f.fault.go);
-	sem_destroy(&f.ready);
-	sem_destroy(&f.claimed);
 	rg_close(&g);
 	return PASS;
 }
@@ -555,48 +575,26 @@ static int evict_fault_drop(const struct cfg *c)
 	rg_fill(&g, 0, n, 2);
 	PAGEOUT(&g, u, u + 1, 1);
 	VERIFY_UNITS(&g, u, u + 1, "the unit swapped in, clean");
-	CHECK(!sem_init(&f.fault.go, 0, 0) && !sem_init(&f.ready, 0, 0) &&
-		      !sem_init(&f.claimed, 0, 0) && !sem_init(&f.drop_go, 0, 0) &&
-		      !sem_init(&f.dropped, 0, 0),
-	      "sem_init: %s", strerror(errno));
-	f.addr = g.base + u * g.unit + 7;
-	f.drop = g.base + u * g.unit;
-	f.drop_len = 2 * g.unit;
-	atomic_store(&f.fault.armed, 1);
-	atomic_store(&f.settled_armed, 1);
-	atomic_store(&f.fixed_armed, 1);
-	test_point_set(TP_FAULT_RESIDENT, fault_meets_claim, &f);
-	test_point_set(TP_EVICT_SETTLED, fault_meets_claim, &f);
-	test_point_set(TP_FAULT_FIXED, fault_meets_claim, &f);
+	fault_race_arm(&f, &g, u, 1);
 	CHECK(!pthread_create(&w, NULL, write_clean, &f) &&
 		      !pthread_create(&d, NULL, drop_when_claimed, &f),
 	      "pthread_create");
 	while (sem_wait(&f.ready) && errno == EINTR)
 		;
 	ret = zf_region_pageout(g.r, g.base + u * g.unit, 2 * g.unit);
-	sem_post(&f.drop_go); /* the race did not line up: the check below says so */
+	sem_post(&f.drop_go); /* the race did not line up: the disarm says so */
 	pthread_join(w, NULL);
 	pthread_join(d, NULL);
-	test_point_set(TP_FAULT_RESIDENT, NULL, NULL);
-	test_point_set(TP_EVICT_SETTLED, NULL, NULL);
-	test_point_set(TP_FAULT_FIXED, NULL, NULL);
+	fault_race_disarm(&f);
 	zero_want(&g, u * g.unit, 2 * g.unit);
 	/* The write went before the DONTNEED (thread mode: the fault woke it as it fixed
 	 * the page) or after (SIGBUS mode: once the handler returned). */
 	CHECK(g.base[u * g.unit + 7] == 0 || g.base[u * g.unit + 7] == 0x5a,
 	      "the byte written reads %#x", g.base[u * g.unit + 7]);
 	g.want[u * g.unit + 7] = g.base[u * g.unit + 7];
-	CHECK(!atomic_load(&f.settled_armed) && !atomic_load(&f.fixed_armed),
-	      "the race did not line up (eviction looked: %d, fault claimed: %d)",
-	      !atomic_load(&f.settled_armed), !atomic_load(&f.fixed_armed));
 	CHECK(ret == 0, "pageout of units %llu-%llu, both dropped meanwhile, evicted %ld", U(u),
 	      U(u + 1), ret);
 	VERIFY(&g, 0, g.size, "after a write, a DONTNEED and a pageout");
-	sem_destroy(&f.fault.go);
-	sem_destroy(&f.ready);
-	sem_destroy(&f.claimed);
-	sem_destroy(&f.drop_go);
-	sem_destroy(&f.dropped);
 	rg_close(&g);
 	return PASS;
 }
