@@ -432,8 +432,9 @@ static int fault_meets_claim(enum test_point point, void *arg)
 		if (!atomic_exchange(&f->settled_armed, 0))
 			break;
 		sem_post(&f->fault.go);
+		/* A deadline (a stuck fault), not a time the fault must claim within. */
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 2;
+		ts.tv_sec += DEADLINE_S(30);
 		while (sem_timedwait(&f->claimed, &ts) && errno == EINTR)
 			;
 		break;
@@ -448,7 +449,7 @@ static int fault_meets_claim(enum test_point point, void *arg)
 		 * until another thread's DONTNEED over the unit returned.
 		 */
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += f->drop ? DEADLINE_S(5) : 1;
+		ts.tv_sec += f->drop ? DEADLINE_S(30) : 1;
 		while (sem_timedwait(f->drop ? &f->dropped : &f->fault.go, &ts) && errno == EINTR)
 			;
 		break;
@@ -592,8 +593,11 @@ static int evict_fault_drop(const struct cfg *c)
 	CHECK(g.base[u * g.unit + 7] == 0 || g.base[u * g.unit + 7] == 0x5a,
 	      "the byte written reads %#x", g.base[u * g.unit + 7]);
 	g.want[u * g.unit + 7] = g.base[u * g.unit + 7];
-	CHECK(ret == 0, "pageout of units %llu-%llu, both dropped meanwhile, evicted %ld", U(u),
-	      U(u + 1), ret);
+	/* Unit u comes back if the write went after the DONTNEED; the next one never does. */
+	CHECK(ret == 0 || (ret == 1 && g.want[u * g.unit + 7] == 0x5a),
+	      "pageout of units %llu-%llu, both dropped meanwhile, evicted %ld (the write went "
+	      "%s the DONTNEED)",
+	      U(u), U(u + 1), ret, g.want[u * g.unit + 7] ? "after" : "before");
 	VERIFY(&g, 0, g.size, "after a write, a DONTNEED and a pageout");
 	rg_close(&g);
 	return PASS;
