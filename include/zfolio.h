@@ -472,7 +472,24 @@ typedef struct zf_region_options {
 	int keep_clean;
 	/* The owner id of the region's pages in the store; 0: a fresh one. */
 	uint32_t owner;
+	/*
+	 * Frames: 0 (none, the default) or ZF_FRAME_2M. With frames the region places and
+	 * evicts memory 2 MiB at a time, as transparent huge pages, while the store still
+	 * compresses it in units of unit bytes: a fault in an evicted frame reads all its
+	 * units back and moves them in as one huge page; a first write to never-written
+	 * memory gets a zeroed huge page, a first read the huge zero page (no memory). A
+	 * huge page costs nothing to touch, where each 4 KiB page placed costs a hypervisor
+	 * exit on a VM (docs/region.md, "Frames"); the price is 2 MiB read back for any
+	 * touch of an evicted frame. Where no huge page can be had (THP "never", memory
+	 * too fragmented) a frame is placed as 4 KiB pages: the same bytes, slower
+	 * (zf_region_stats.thp_swpin against swpin_units). The region's memory is then
+	 * 2 MiB-aligned and MADV_HUGEPAGE; zf_region_unit() is the frame. Neither clean
+	 * copies (keep_clean) nor per-page swap-in go with frames (-EINVAL).
+	 */
+	uint32_t frame;
 } zf_region_options;
+
+#define ZF_FRAME_2M (2u << 20)
 
 ZF_API void zf_region_options_init(zf_region_options *options);
 
@@ -503,6 +520,7 @@ ZF_API int zf_region_create(zf_store *store, size_t size, const zf_region_option
 ZF_API void zf_region_destroy(zf_region *region);
 ZF_API void *zf_region_base(const zf_region *region);
 ZF_API size_t zf_region_size(const zf_region *region);
+/* The unit the region evicts and places whole: its frame, with frames. */
 ZF_API uint32_t zf_region_unit(const zf_region *region);
 ZF_API zf_store *zf_region_store(const zf_region *region);
 
@@ -533,7 +551,8 @@ ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len,
  * the kernel's per-order stats.
  */
 typedef struct zf_region_stats {
-	uint64_t size, unit; /* bytes */
+	uint64_t size, unit; /* bytes; unit: what the store compresses as one object */
+	uint64_t frame; /* bytes: zf_region_options.frame (the per-size arrays are by it) */
 	uint64_t resident_bytes, resident_max; /* units resident (zero-filled or swapped in) */
 	uint64_t evicted_units; /* units in the store now */
 	uint64_t swpout, swpin; /* pages out (evicted), pages in (from the store) */
@@ -568,6 +587,15 @@ typedef struct zf_region_stats {
 	 * (lookup, decompression, checksum) and swapin_place_ns placing it (UFFDIO_COPY).
 	 */
 	uint64_t fault_ns, swapin_load_ns, swapin_place_ns;
+	/*
+	 * Frames: swap-ins placed as one huge page (the rest of swpin_units landed as 4 KiB
+	 * pages), never-written frames placed as a zeroed huge page (first write) or as the
+	 * huge zero page (first read), frames whose huge page was split as it was placed
+	 * (the frame's PMD held a page table: part of it had been placed page by page or
+	 * dropped), and frames placed page by page (the move refused: the program split the
+	 * frame's mapping, or a page was there).
+	 */
+	uint64_t thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback;
 } zf_region_stats;
 
 /* Copies the counters as zf_store_get_stats() does. Returns 0, or -EINVAL. */

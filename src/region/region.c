@@ -80,7 +80,8 @@ static uint8_t *map_anonymous(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static uint8_t *map_staging(size_t len)
+/* Anonymous memory of len bytes at a 2 MiB boundary (ZF_UNIT_MAX): see map_anonymous(). */
+uint8_t *region_map_aligned(size_t len)
 {
 	const size_t align = ZF_UNIT_MAX;
 	uint8_t *p = map_anonymous(len + align), *q;
@@ -103,7 +104,7 @@ static int region_setup_store(zf_region *r, zf_store *store)
 	} else {
 		zf_store_options_init(&so);
 		so.codec = r->o.codec;
-		so.unit = r->unit > RG_PAGE ? r->unit : 0;
+		so.unit = r->o.unit > RG_PAGE ? r->o.unit : 0;
 		so.engines = r->o.engines;
 		/*
 		 * A region empties and refills its pool all the time (units out, units in):
@@ -190,6 +191,12 @@ static int options_check(const zf_region_options *o, size_t size)
 	RETURN_IF(o->fault_mode == ZF_FAULT_THREAD && (!o->fault_threads || o->fault_threads > 64),
 		  -EINVAL);
 	RETURN_IF(o->swapin == ZF_SWAPIN_PER_PAGE && o->keep_clean, -EINVAL);
+	/*
+	 * Frames: 2 MiB or none. A frame is placed by moving a huge page in, which can be
+	 * neither write-protected on the way (clean copies) nor cut to one page (per page).
+	 */
+	RETURN_IF(o->frame && o->frame != ZF_FRAME_2M, -EINVAL);
+	RETURN_IF(o->frame && (o->keep_clean || o->swapin == ZF_SWAPIN_PER_PAGE), -EINVAL);
 	return 0;
 }
 
@@ -209,9 +216,10 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	r = calloc(1, sizeof(*r));
 	RETURN_IF(!r, -ENOMEM);
 	r->o = *options;
-	r->uffd = r->stop_fd = r->log_fd = -1;
+	r->uffd = r->stop_fd = r->log_fd = r->pagemap_fd = -1;
 	r->slot = -1;
-	r->unit = options->unit;
+	r->frames = options->frame != 0;
+	r->unit = r->frames ? options->frame : options->unit;
 	r->unit_pages = r->unit / RG_PAGE;
 	r->order = (uint32_t)__builtin_ctz(r->unit_pages);
 	r->nunits = (size + r->unit - 1) / r->unit;
@@ -228,12 +236,14 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	pthread_mutex_init(&r->advise_lock, NULL);
 	pthread_cond_init(&r->bg_cond, NULL);
 	r->state = calloc(r->nunits, sizeof(*r->state));
-	r->base = map_anonymous(r->size);
-	r->evict_stage = map_staging(RG_CHUNK);
-	r->probe = map_staging(ZF_UNIT_MAX);
+	r->base = r->frames ? region_map_aligned(r->size) : map_anonymous(r->size);
+	r->evict_stage = region_map_aligned(RG_CHUNK);
+	r->probe = region_map_aligned(ZF_UNIT_MAX);
 	ret = !r->base || !r->evict_stage || !r->probe || !r->state ? -ENOMEM : 0;
 	if (!ret)
 		ret = region_order_init(r);
+	if (!ret)
+		ret = region_frame_setup(r);
 	if (!ret)
 		ret = region_setup_store(r, store);
 	if (!ret)
@@ -326,6 +336,8 @@ void zf_region_destroy(zf_region *r)
 		close(r->stop_fd);
 	if (r->log_fd >= 0)
 		close(r->log_fd);
+	if (r->pagemap_fd >= 0)
+		close(r->pagemap_fd);
 	if (r->store && r->state) {
 		for (uint64_t u = 0; u < r->nunits; u++) {
 			const uint32_t st = atomic_load(&r->state[u]);
@@ -444,7 +456,8 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 		return;
 	o = (int)r->order;
 	s->size = r->size;
-	s->unit = r->unit;
+	s->unit = r->o.unit;
+	s->frame = r->frames ? r->unit : 0;
 	s->resident_bytes = atomic_load(&r->resident) * r->unit;
 	s->resident_max = atomic_load(&r->n.resident_max) * r->unit;
 	for (uint64_t u = 0; u < r->nunits; u++)
@@ -475,6 +488,11 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 	GET(fault_ns);
 	GET(swapin_load_ns);
 	GET(swapin_place_ns);
+	GET(thp_swpin);
+	GET(thp_fault_alloc);
+	GET(thp_zero);
+	GET(frame_split);
+	GET(frame_fallback);
 #undef GET
 	s->swpout_units[o] = atomic_load(&r->n.swpout_units);
 	s->swpin_units[o] = atomic_load(&r->n.swpin_units);
@@ -516,7 +534,8 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 		buf = dummy;
 		cap = 0;
 	}
-	snprintf(sz, sizeof(sz), "%uk", (unsigned)(s.unit >> 10));
+	/* The per-size counters are the placement unit's: the frame's, with frames. */
+	snprintf(sz, sizeof(sz), "%uk", (unsigned)((r ? r->unit : 0) >> 10));
 #define LINE(fmt, ...)                                                                             \
 	do {                                                                                       \
 		const int k = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0,    \
@@ -526,6 +545,7 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 #define FIELD(f) LINE("%s %llu", #f, (unsigned long long)s.f)
 	FIELD(size);
 	FIELD(unit);
+	FIELD(frame);
 	FIELD(resident_bytes);
 	FIELD(resident_max);
 	FIELD(evicted_units);
@@ -559,6 +579,11 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(fault_ns);
 	FIELD(swapin_load_ns);
 	FIELD(swapin_place_ns);
+	FIELD(thp_swpin);
+	FIELD(thp_fault_alloc);
+	FIELD(thp_zero);
+	FIELD(frame_split);
+	FIELD(frame_fallback);
 #undef FIELD
 #undef LINE
 	return len;

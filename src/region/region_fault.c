@@ -35,12 +35,20 @@
 int region_fault_ctx_init(zf_region *r, struct fault_ctx *c)
 {
 	TRY(store_reader_create(r->store, &c->reader));
-	c->buf = mmap(NULL, r->unit, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (c->buf == MAP_FAILED) {
-		c->buf = NULL;
-		return -ENOMEM;
+	c->buf_state = BUF_EMPTY;
+	if (r->frames) {
+		/* The nursery: a frame the kernel backs with a huge page (region_frame.c). */
+		c->buf = region_map_aligned(r->unit);
+		if (c->buf && (madvise(c->buf, r->unit, MADV_HUGEPAGE) ||
+			       madvise(c->buf, r->unit, MADV_DONTFORK)))
+			return -errno;
+	} else {
+		c->buf = mmap(NULL, r->unit, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			      -1, 0);
+		if (c->buf == MAP_FAILED)
+			c->buf = NULL;
 	}
-	return 0;
+	return c->buf ? 0 : -ENOMEM;
 }
 
 /* Frees what region_fault_ctx_init() made (of a zeroed or half-made c too). */
@@ -57,6 +65,7 @@ int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page
 {
 	const uint64_t index = unit_index(r, u);
 
+	c->buf_state = BUF_DATA;
 	if (page >= 0)
 		return store_get_with(r->store, c->reader, r->owner, index + (uint64_t)page, c->buf,
 				      RG_PAGE);
@@ -141,9 +150,15 @@ enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 		ret = -EAGAIN; /* an event of the program came meanwhile: it goes first */
 	else if (per_page)
 		ret = region_place(r, unit_addr(r, u) + page * RG_PAGE, c->buf, RG_PAGE, 0);
+	else if (r->frames)
+		ret = region_frame_place(r, c, unit_addr(r, u));
 	else
 		ret = region_place(r, unit_addr(r, u), c->buf, r->unit, r->o.keep_clean);
 	pthread_rwlock_unlock(&r->read_lock);
+	if (ret > 0) {
+		INC(r, thp_swpin);
+		ret = 0;
+	}
 	if (!ra)
 		ADD(r, swapin_place_ns, now_ns() - t1);
 	if (ret) {
@@ -209,10 +224,33 @@ static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_
 }
 
 /*
- * Serves a fault at addr (write-protect fault if wp; in SIGBUS mode the kind is not
- * known, wp = -1). Never blocks.
+ * Places zeros over never-written unit u, claimed: zero pages, or with frames a frame of
+ * zeros made ready before (region_frame_zeros()). Under read_lock. Returns 0 or
+ * region_zero_fill()'s error.
  */
-enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp)
+static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u)
+{
+	const enum buf_state made = c->buf_state;
+	int ret;
+
+	if (!r->frames)
+		return region_zero_fill(r, unit_addr(r, u), r->unit);
+	ret = region_frame_place(r, c, unit_addr(r, u));
+	if (ret <= 0)
+		return ret;
+	if (made == BUF_ZERO_READ)
+		INC(r, thp_zero);
+	else
+		INC(r, thp_fault_alloc);
+	return 0;
+}
+
+/*
+ * Serves a fault at addr: a write-protect fault if wp (in SIGBUS mode the kind is not
+ * known, wp = -1), a write if write (not known: -1). Never blocks.
+ */
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
+			       int write)
 {
 	uint64_t u;
 	uint32_t st, seen, clear = 0;
@@ -262,6 +300,9 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			INC(r, limit_waits);
 			return NOROOM;
 		}
+		/* A frame: its zeros made first (the kernel zeroes a huge page meanwhile). */
+		if (r->frames)
+			region_frame_zeros(r, c, write != 0);
 		/* Under read_lock, as a swap-in's copy: see fix_resident(). */
 		pthread_rwlock_rdlock(&r->read_lock);
 		if (unit_move(r, u, ST_EMPTY, ST_LOADING, 0, 0)) {
@@ -269,7 +310,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			resident_add(r, -1);
 			return RETRY;
 		}
-		ret = region_zero_fill(r, unit_addr(r, u), r->unit);
+		ret = place_zeros(r, c, u);
 		pthread_rwlock_unlock(&r->read_lock);
 		if (ret == -EEXIST) {
 			/*
@@ -426,16 +467,17 @@ void *region_service_main(void *arg)
 			uint8_t *addr;
 			uint64_t t0;
 			enum serve_result res;
-			int wp;
+			int wp, write;
 
 			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			wp = (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+			write = (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
 			addr = (uint8_t *)(uintptr_t)msgs[i].arg.pagefault.address;
 			t0 = now_ns();
-			res = region_serve(r, c, addr, wp);
+			res = region_serve(r, c, addr, wp, write);
 			if (res == RETRY) {
-				res = region_serve(r, c, addr, wp);
+				res = region_serve(r, c, addr, wp, write);
 				if (res == RETRY)
 					retry[nretry++] = (uintptr_t)addr;
 			}

@@ -79,10 +79,23 @@ enum unit_state {
 #define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
 #define F_HOT (1u << 10) /* ZF_ADV_HOT: one more pass of the clock hand */
 
+/* What a frame's nursery holds (fault_ctx.buf with frames, region_frame.c). */
+enum buf_state {
+	BUF_EMPTY = 0, /* nothing: the kernel fills it at the next touch */
+	BUF_DATA = 1, /* a unit read from the store, or scratch */
+	BUF_ZERO = 2, /* a huge page of zeros (written: it is memory) */
+	BUF_ZERO_READ = 3, /* the huge zero page (read: no memory) */
+};
+
 /* What a thread needs to bring a unit in: a store reader (codec context) and a unit buffer. */
 struct fault_ctx {
 	struct store_reader *reader;
-	uint8_t *buf; /* a unit */
+	/*
+	 * A unit. With frames, the nursery (region_frame.c): 2 MiB-aligned, MADV_HUGEPAGE,
+	 * not registered, moved into the region and so emptied at each placement.
+	 */
+	uint8_t *buf;
+	enum buf_state buf_state;
 	int in_signal; /* a SIGBUS handler's: no logging (the program's log sink may lock) */
 	int service; /* a service thread's: it must never wait for an event to be read */
 };
@@ -93,6 +106,7 @@ struct counters {
 		clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap, copy_eagain,
 		copy_eexist, fault_fail, resident_max;
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
+	_Atomic uint64_t thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback;
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
 	_Atomic uint64_t fault_ns, swapin_load_ns, swapin_place_ns; /* sums, see zfolio.h */
 };
@@ -105,7 +119,13 @@ struct counters {
 struct zf_region {
 	uint8_t *base;
 	size_t size;
+	/*
+	 * The unit the state word tracks, evicted and placed whole: the frame with frames
+	 * (the store's unit, what one object compresses, is then o.unit).
+	 */
 	uint32_t unit, unit_pages, order;
+	int frames; /* 2 MiB frames placed as huge pages (region_frame.c) */
+	int pagemap_fd; /* frames: /proc/self/pagemap, to tell a huge mapping (or -1) */
 	uint64_t nunits;
 	uint32_t owner;
 	zf_store *store;
@@ -439,6 +459,9 @@ static inline void after_admit(zf_region *r)
 
 /* Each is described where it is defined; grouped here by file. */
 
+/* region.c: anonymous memory at a 2 MiB boundary. */
+uint8_t *region_map_aligned(size_t len);
+
 /* region_uffd.c: the descriptor, placing pages. */
 int region_uffd_register(zf_region *r);
 int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp);
@@ -449,6 +472,11 @@ int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int
  */
 size_t region_move(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, int tries, int *err);
 int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
+
+/* region_frame.c: frames placed as huge pages. */
+int region_frame_setup(zf_region *r);
+void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
+int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst);
 
 /* region_evict.c: evicts units of a chunk; evict_lock held. */
 uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
@@ -465,7 +493,8 @@ void region_fault_ctx_fini(zf_region *r, struct fault_ctx *c);
 int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
 enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
 				 int ra);
-enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp);
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
+			       int write);
 /* What region_start() hands a service thread; region_service_main() frees it. */
 struct service_arg {
 	zf_region *r;

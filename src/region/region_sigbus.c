@@ -23,6 +23,7 @@
  */
 #include <signal.h>
 #include <string.h>
+#include <ucontext.h>
 
 #include "region_internal.h"
 
@@ -193,6 +194,20 @@ static int moved_memory(uint8_t *addr)
 	return 0;
 }
 
+/*
+ * Whether the faulting access was a write: 1, 0, or -1 where the signal does not say.
+ * On x86-64 the page fault's error code comes with the signal (bit 1: a write).
+ */
+static int fault_write(const void *uc)
+{
+#if defined(__x86_64__) && defined(REG_ERR)
+	return (((const ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+	(void)uc;
+	return -1;
+#endif
+}
+
 static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 {
 	const int saved_errno = errno;
@@ -223,7 +238,7 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 				uint64_t u = (uint64_t)(addr - r->base) >> (r->order + 12);
 				uint32_t seen;
 
-				res = region_serve(r, c, addr, -1);
+				res = region_serve(r, c, addr, -1, fault_write(uc));
 				if (res == SERVED || res == FAILED || res == GONE)
 					break;
 				if (atomic_load_explicit(&r->dying, memory_order_acquire)) {

@@ -78,6 +78,7 @@ int region_uffd_register(zf_region *r)
 	const uint64_t need_ioctls = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) |
 				     (1ull << _UFFDIO_WAKE) | (1ull << _UFFDIO_WRITEPROTECT) |
 				     (1ull << _UFFDIO_MOVE);
+	const int huge = r->frames ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
 
 	TRY(uffd_probe(&have));
 	if ((have & want) != want)
@@ -90,12 +91,12 @@ int region_uffd_register(zf_region *r)
 		return -errno;
 	r->features = api.features;
 	/*
-	 * A huge page would fill "missing" pages behind our back (docs/region.md, failure
-	 * modes, row 12). MADV_DONTFORK: the fork policy (region.c; docs/region.md, fork).
+	 * Without frames, no huge pages (docs/region.md, failure modes, row 12). With
+	 * frames, the region and the staging area take huge pages, moved in and out whole
+	 * (region_frame.c). MADV_DONTFORK: the fork policy (region.c; docs/region.md, fork).
 	 */
-	if (madvise(r->base, r->size, MADV_NOHUGEPAGE) ||
-	    madvise(r->base, r->size, MADV_DONTFORK) ||
-	    madvise(r->evict_stage, RG_CHUNK, MADV_NOHUGEPAGE) ||
+	if (madvise(r->base, r->size, huge) || madvise(r->base, r->size, MADV_DONTFORK) ||
+	    madvise(r->evict_stage, RG_CHUNK, huge) ||
 	    madvise(r->evict_stage, RG_CHUNK, MADV_DONTFORK) ||
 	    madvise(r->probe, ZF_UNIT_MAX, MADV_NOHUGEPAGE))
 		return -errno;

@@ -1,0 +1,148 @@
+/*
+ * region_frame.c - placing 2 MiB frames as transparent huge pages (zf_region_options.frame).
+ *
+ * Why: on a VM that shadows the guest's page tables, every page-table entry that maps a
+ * written page costs an exit at its first access (~4.2 us a page here), whoever made it
+ * (UFFDIO_COPY, the kernel's own fault); a PMD-mapped huge page costs nothing to touch
+ * (../../docs/region.md, "Frames"). So with frames, a region places memory 2 MiB at a
+ * time, as one huge page: the state word's unit is the frame, while the store compresses
+ * it in units of zf_region_options.unit (64 KiB by default).
+ *
+ * How: each fault context has a frame of its own ("nursery": 2 MiB-aligned,
+ * MADV_HUGEPAGE, not registered with the userfaultfd, so that the kernel fills it as
+ * plain memory). A swap-in decompresses the frame's units into it, which the kernel backs
+ * with a huge page at the first write; a first write to never-written memory touches it
+ * (the kernel zeroes a huge page, as it does outside a region); a first read maps the
+ * huge zero page there with one read (no memory). Then one UFFDIO_MOVE takes the PMD
+ * into the region and wakes the faulting threads: no copy, no PTE, the nursery is empty
+ * again. The move of a huge page goes whole only into an empty PMD of a THP-enabled
+ * mapping; a frame whose PMD holds a page table (some of it was placed page by page, or
+ * the program dropped part of it) gets the huge page split into PTEs, and a range the
+ * move refuses (the program split the frame's mapping with mprotect(), or unmapped part
+ * of it; a page there already) is placed as before (UFFDIO_COPY, UFFDIO_ZEROPAGE). Each
+ * way is counted (thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback).
+ *
+ * docs/region.md: "Frames".
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "region_internal.h"
+
+/* PAGEMAP_SCAN (Linux 6.7, not in Debian 12's headers): whether a range is PMD-mapped. */
+#ifndef PAGEMAP_SCAN
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_HUGE (1 << 6)
+struct page_region {
+	uint64_t start, end, categories;
+};
+struct pm_scan_arg {
+	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#endif
+
+int region_frame_setup(zf_region *r)
+{
+	if (!r->frames)
+		return 0;
+	r->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	return 0; /* without it, frames work; the counters cannot tell split from huge */
+}
+
+/*
+ * Whether the frame at addr is mapped by one huge page (PMD) now: 1, 0, or -1 when the
+ * kernel cannot tell (no PAGEMAP_SCAN).
+ */
+static int frame_is_huge(zf_region *r, const uint8_t *addr)
+{
+	struct page_region out;
+	struct pm_scan_arg a = {
+		.size = sizeof(a),
+		.start = (uintptr_t)addr,
+		.end = (uintptr_t)addr + r->unit,
+		.vec = (uintptr_t)&out,
+		.vec_len = 1,
+		.category_mask = PAGE_IS_HUGE,
+		.return_mask = PAGE_IS_HUGE,
+	};
+	long n;
+
+	if (r->pagemap_fd < 0)
+		return -1;
+	n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
+	if (n < 0)
+		return -1;
+	return n == 1 && out.start == (uintptr_t)addr && out.end == (uintptr_t)addr + r->unit;
+}
+
+/*
+ * Makes c's nursery a frame of zeros: a huge page the kernel zeroes (write), or the huge
+ * zero page (read). Outside read_lock: the kernel's zeroing takes a while.
+ */
+void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write)
+{
+	if (c->buf_state == BUF_DATA || (c->buf_state == BUF_ZERO_READ && write)) {
+		(void)madvise(c->buf, r->unit, MADV_DONTNEED); /* ours: no event */
+		c->buf_state = BUF_EMPTY;
+	}
+	if (c->buf_state != BUF_EMPTY)
+		return;
+	if (write)
+		*(volatile uint8_t *)c->buf = 0;
+	else
+		(void)*(volatile uint8_t *)c->buf;
+	c->buf_state = write ? BUF_ZERO : BUF_ZERO_READ;
+}
+
+/*
+ * Moves c's nursery into the frame at dst, and wakes the threads that wait on it; under
+ * read_lock (as region_place()). What the move refuses is placed page by page from what
+ * is left in the nursery (a swap-in's data: UFFDIO_COPY; zeros: UFFDIO_ZEROPAGE), so
+ * the result is region_place()'s: placed (1: as one huge page), -EAGAIN (an event is
+ * queued: nothing was placed; retry after it is read), or -ENOENT/-ESRCH/-EINVAL (the
+ * range is gone).
+ */
+int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst)
+{
+	const int zeros = c->buf_state == BUF_ZERO || c->buf_state == BUF_ZERO_READ;
+	size_t done = 0;
+	int ret = 0, huge;
+
+	while (done < r->unit) {
+		struct uffdio_move m = {
+			.dst = (uintptr_t)(dst + done),
+			.src = (uintptr_t)(c->buf + done),
+			.len = r->unit - done,
+			.mode = UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES,
+		};
+
+		ret = uffd_range(r, UFFDIO_MOVE, &m);
+		if (m.move > 0)
+			done += (size_t)m.move;
+		if (!ret || (ret == -EAGAIN && m.move > 0))
+			continue;
+		break;
+	}
+	if (!ret) {
+		c->buf_state = BUF_EMPTY;
+		huge = frame_is_huge(r, dst);
+		if (huge == 0)
+			INC(r, frame_split);
+		return huge > 0;
+	}
+	if (ret == -EAGAIN && !done)
+		return ret; /* the nursery keeps what it has, for the retry */
+	/* Refused: the rest as before, then the nursery starts empty again. */
+	INC(r, frame_fallback);
+	if (zeros)
+		ret = region_zero_fill(r, dst + done, r->unit - done);
+	else
+		ret = region_place(r, dst + done, c->buf + done, r->unit - done, 0);
+	if (ret != -EAGAIN) {
+		(void)madvise(c->buf, r->unit, MADV_DONTNEED);
+		c->buf_state = BUF_EMPTY;
+	}
+	return ret < 0 ? ret : 0;
+}
