@@ -69,6 +69,7 @@ static const struct cli_command bench_region_cmd = {
 		{ .opt = OPT_MODE, .def = "thread,sigbus" },
 		{ .opt = OPT_READAHEAD, .def = "0" },
 		{ .opt = OPT_SWAPIN, .def = "whole" },
+		{ .opt = OPT_FRAME, .def = "none" },
 		{ .opt = OPT_REPEAT, .def = "5" },
 		{ .opt = OPT_JSON },
 	},
@@ -76,6 +77,7 @@ static const struct cli_command bench_region_cmd = {
 
 struct config {
 	uint64_t unit;
+	uint64_t frame; /* 0: none */
 	enum zf_fault_mode mode;
 	const char *mode_name;
 	unsigned readahead;
@@ -164,6 +166,25 @@ static void stats_diff(const zf_region_stats *a, const zf_region_stats *b, zf_re
 		d->fault_lat[i] = a->fault_lat[i] - b->fault_lat[i];
 }
 
+/* What the region places and evicts whole: the frame, or the unit. */
+static uint64_t place_size(const struct config *c)
+{
+	return c->frame ? c->frame : c->unit;
+}
+
+/* "64k", or with frames "64k/2m": the unit, and the frame it is placed in. */
+static const char *unit_label(const struct config *c, char *buf, size_t len)
+{
+	char fb[16];
+	size_t n;
+
+	cli_format_unit(c->unit, buf, len);
+	n = strlen(buf);
+	if (c->frame && n + 1 < len)
+		snprintf(buf + n, len - n, "/%s", cli_format_unit(c->frame, fb, sizeof(fb)));
+	return buf;
+}
+
 static void init_options(const zf_codec *codec, const struct config *c, zf_region_options *o)
 {
 	zf_region_options_init(o);
@@ -172,6 +193,7 @@ static void init_options(const zf_codec *codec, const struct config *c, zf_regio
 	o->fault_mode = c->mode;
 	o->readahead = c->readahead;
 	o->swapin = c->swapin;
+	o->frame = (uint32_t)c->frame;
 }
 
 static zf_region *new_region(const zf_codec *codec, const struct config *c, uint64_t size)
@@ -186,14 +208,14 @@ static zf_region *new_region(const zf_codec *codec, const struct config *c, uint
 static void mismatch(const char *image, const struct config *c, const uint8_t *region,
 		     const uint8_t *data, uint64_t off, uint64_t len, int k, int repeat)
 {
-	char ub[16], rb[32];
+	char ub[32], rb[32];
 
 	for (uint64_t end = off + len; off < end && region[off] == data[off]; off++)
 		;
 	cli_die(1,
 		"%s, unit %s, mode %s, readahead %u, swapin %s: byte %llu (page %llu) came back "
 		"wrong in %s",
-		image, cli_format_unit(c->unit, ub, sizeof(ub)), c->mode_name, c->readahead,
+		image, unit_label(c, ub, sizeof(ub)), c->mode_name, c->readahead,
 		c->swapin_name, (unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE),
 		k < 0 ? "the untimed round"
 		      : (snprintf(rb, sizeof(rb), "round %d of %d", k + 1, repeat), rb));
@@ -203,15 +225,15 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 		       const uint8_t *data, uint64_t size, const struct config *c, int repeat,
 		       struct result *res)
 {
-	const uint64_t pages = size / ZF_PAGE_SIZE, ppu = c->unit / ZF_PAGE_SIZE,
-		       units = size / c->unit;
+	const uint64_t pages = size / ZF_PAGE_SIZE, ppu = place_size(c) / ZF_PAGE_SIZE,
+		       units = size / place_size(c);
 	double *tout = calloc(2 * (size_t)repeat, sizeof(double)), *tin, *lat;
 	uint8_t *expect = malloc(pages);
 	zf_region_stats st0, st1;
 	uint64_t nlat = 0, x = 0x9e3779b97f4a7c15ull;
 	zf_region *r;
 	uint8_t *base;
-	char ub[16];
+	char ub[32];
 
 	memset(res, 0, sizeof(*res));
 	res->cfg = *c;
@@ -225,7 +247,7 @@ static void run_config(const char *image, uint64_t image_size, const zf_codec *c
 	if (!lat || !expect || !tout)
 		cli_die(1, "out of memory");
 	tin = tout + repeat;
-	cli_format_unit(c->unit, ub, sizeof(ub));
+	unit_label(c, ub, sizeof(ub));
 
 	cli_progress("%s %s %s %s ra %u %s: fill", image, zf_codec_name(codec), ub, c->mode_name,
 		     c->readahead, c->swapin_name);
@@ -346,15 +368,16 @@ static double faulted(const struct result *r)
 
 static void print_json(const struct result *r)
 {
-	char ub[16];
+	char ub[32];
 
 	printf("{\"bench\":\"region\",\"image\":");
 	cli_json_string(stdout, r->image);
 	cli_json_u64("image_size", r->image_size);
 	printf(",\"codec\":\"%s\"", zf_codec_name(r->codec));
 	cli_json_u64("unit", r->cfg.unit);
+	cli_json_u64("frame", r->cfg.frame);
 	printf(",\"unit_name\":\"%s\",\"mode\":\"%s\"",
-	       cli_format_unit(r->cfg.unit, ub, sizeof(ub)), r->cfg.mode_name);
+	       unit_label(&r->cfg, ub, sizeof(ub)), r->cfg.mode_name);
 	printf(",\"readahead\":%u,\"swapin\":\"%s\"", r->cfg.readahead, r->cfg.swapin_name);
 	cli_json_u64("size", r->size);
 	printf(",\"repeat\":%d", r->repeat);
@@ -390,18 +413,18 @@ static void print_json(const struct result *r)
 
 static void print_header(void)
 {
-	printf("%-14s %-7s %4s %-6s %4s %-8s  %8s %8s %8s  %9s %8s %7s  %8s %8s  %6s\n", "image",
+	printf("%-14s %-7s %7s %-6s %4s %-8s  %8s %8s %8s  %9s %8s %7s  %8s %8s  %6s\n", "image",
 	       "codec", "unit", "mode", "ra", "swapin", "out ms", "in ms", "in MB/s", "fault p50",
 	       "p99", "faulted", "svc p50", "p99", "ratio");
 }
 
 static void print_row(const struct result *r)
 {
-	char ub[16];
+	char ub[32];
 
-	printf("%-14.14s %-7s %4s %-6s %4u %-8s  %8.1f %8.1f %8.1f  %9.2f %8.2f %6.1f%%  %8.2f "
+	printf("%-14.14s %-7s %7s %-6s %4u %-8s  %8.1f %8.1f %8.1f  %9.2f %8.2f %6.1f%%  %8.2f "
 	       "%8.2f  %6.3f\n",
-	       r->image, zf_codec_name(r->codec), cli_format_unit(r->cfg.unit, ub, sizeof(ub)),
+	       r->image, zf_codec_name(r->codec), unit_label(&r->cfg, ub, sizeof(ub)),
 	       r->cfg.mode_name, r->cfg.readahead, r->cfg.swapin_name, r->swapout_ms, r->swapin_ms,
 	       cli_mbps(r->size, r->swapin_ms / 1e3), r->fault_p50_us, r->fault_p99_us,
 	       100 * faulted(r), r->service_p50_us, r->service_p99_us, ratio(r));
@@ -412,11 +435,12 @@ int bench_region(int argc, char **argv)
 	const struct cli_args *a = cli_parse(&bench_region_cmd, argc, argv);
 	const struct cli_value *images = &a->v[OPT_IMAGE], *units = &a->v[OPT_UNIT],
 			       *codec_names = &a->v[OPT_CODEC], *modes = &a->v[OPT_MODE],
-			       *ra = &a->v[OPT_READAHEAD], *swapins = &a->v[OPT_SWAPIN];
+			       *ra = &a->v[OPT_READAHEAD], *swapins = &a->v[OPT_SWAPIN],
+			       *frames = &a->v[OPT_FRAME];
 	const int repeat = (int)a->v[OPT_REPEAT].num[0], json = a->v[OPT_JSON].n;
 	const zf_codec *codecs[CLI_VALUES_MAX];
-	struct config *cfgs =
-		calloc((size_t)(units->n * modes->n * ra->n * swapins->n), sizeof(*cfgs));
+	struct config *cfgs = calloc(
+		(size_t)(units->n * modes->n * ra->n * swapins->n * frames->n), sizeof(*cfgs));
 	uint64_t size = a->v[OPT_SIZE].num[0], max_unit = 0;
 	int n_cfgs = 0;
 	uint8_t *data;
@@ -426,22 +450,28 @@ int bench_region(int argc, char **argv)
 	for (int i = 0; i < codec_names->n; i++)
 		codecs[i] = cli_find_codec(codec_names->str[i]);
 	for (int ui = 0; ui < units->n; ui++) {
-		if (units->num[ui] > max_unit)
-			max_unit = units->num[ui];
 		for (int mi = 0; mi < modes->n; mi++) {
 			for (int ai = 0; ai < ra->n; ai++) {
 				for (int wi = 0; wi < swapins->n; wi++) {
-					struct config *c = &cfgs[n_cfgs++];
+					for (int fi = 0; fi < frames->n; fi++) {
+						struct config *c = &cfgs[n_cfgs++];
 
-					c->unit = units->num[ui];
-					c->mode_name = modes->str[mi];
-					c->mode = strcmp(c->mode_name, "sigbus") ? ZF_FAULT_THREAD
-										 : ZF_FAULT_SIGBUS;
-					c->readahead = (unsigned)ra->num[ai];
-					c->swapin_name = swapins->str[wi];
-					c->swapin = strcmp(c->swapin_name, "per-page")
-							    ? ZF_SWAPIN_WHOLE
-							    : ZF_SWAPIN_PER_PAGE;
+						c->unit = units->num[ui];
+						c->frame = strcmp(frames->str[fi], "2m")
+								   ? 0
+								   : ZF_FRAME_2M;
+						c->mode_name = modes->str[mi];
+						c->mode = strcmp(c->mode_name, "sigbus")
+								  ? ZF_FAULT_THREAD
+								  : ZF_FAULT_SIGBUS;
+						c->readahead = (unsigned)ra->num[ai];
+						c->swapin_name = swapins->str[wi];
+						c->swapin = strcmp(c->swapin_name, "per-page")
+								    ? ZF_SWAPIN_WHOLE
+								    : ZF_SWAPIN_PER_PAGE;
+						if (place_size(c) > max_unit)
+							max_unit = place_size(c);
+					}
 				}
 			}
 		}
@@ -457,7 +487,7 @@ int bench_region(int argc, char **argv)
 	 */
 	for (int ci = 0; ci < codec_names->n; ci++) {
 		for (int i = 0; i < n_cfgs; i++)
-			zf_region_destroy(new_region(codecs[ci], &cfgs[i], cfgs[i].unit));
+			zf_region_destroy(new_region(codecs[ci], &cfgs[i], place_size(&cfgs[i])));
 	}
 
 	data = cli_map_buffer(size);

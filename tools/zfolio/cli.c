@@ -90,6 +90,12 @@ static const struct cli_option options[NR_OPTS] = {
 			 "one UFFDIO_COPY; per-page: a fault places only its 4 KiB page, "
 			 "decompressing the unit for each page, as the kernel does when it "
 			 "cannot swap a large folio in (to compare; slow with large units)" },
+	[OPT_FRAME] = { "frame", 0, ARG_CHOICE, LIST, "FRAME", 0, 0, "none|2m",
+			"placement: none (a fault places its unit as 4 KiB pages) or 2m (the "
+			"region places and evicts 2 MiB frames as transparent huge pages, the "
+			"store still compressing units: a fault reads the frame's units back "
+			"and moves them in as one huge page; falls back to 4 KiB pages where "
+			"no huge page can be had)" },
 	[OPT_READAHEAD] = { "readahead", 0, ARG_NUMBER, LIST, "N", 0, 4096, NULL,
 			    "units read ahead by a readahead thread once two faults hit "
 			    "consecutive units (0: none); it decompresses on another core while "
