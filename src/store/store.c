@@ -37,9 +37,11 @@
  * folios compressing while it finishes one: the table update and the wake-up of one
  * folio then overlap the next ones' compression instead of leaving the engines idle.
  *
- * A get never goes through the engines: it decompresses in its own thread, with a
- * context kept per thread, so it never waits behind a 2 MiB folio's compressions (the
- * lesson of the Linux IAA batching series).
+ * A get decompresses in its own thread, with a context kept per thread, so it never
+ * waits behind a 2 MiB folio's compressions (the lesson of the Linux IAA batching
+ * series). The one exception is a reader's folio get (store_reader_create(): a region's
+ * fault contexts), for a region that places 2 MiB frames: it waits for a whole frame
+ * anyway, so its units decompress as one batch on the engines, its own thread helping.
  *
  * Limits follow zswap: when the pool's pages reach max_pool_bytes, pool_limit_hit counts
  * and the store is "full"; it accepts again once the pool is back under

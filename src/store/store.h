@@ -29,8 +29,9 @@ uint64_t store_pool_pins(zf_store *s);
 /*
  * A reader: a codec context and scratch room of its own, for gets made where the
  * per-thread one of zf_store_get() cannot be made (a signal handler must not allocate).
- * store_get_with() is zf_store_get() with it, store_get_folio_with() zf_store_get_folio();
- * the reader serves one thread at a time.
+ * store_get_with() is zf_store_get() with it, store_get_folio_with() zf_store_get_folio()
+ * but that on a store with engines the folio's units decompress on them, the reader's
+ * thread helping (a batch made with the reader); the reader serves one thread at a time.
  */
 struct store_reader;
 int store_reader_create(zf_store *s, struct store_reader **r);

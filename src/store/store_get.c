@@ -4,8 +4,9 @@
  * codec context kept per thread or a reader of the caller's (store_reader_create, for
  * a signal handler, which must not allocate).
  *
- * A get never goes through the engines: it decompresses in its own thread, so it never
- * waits behind a folio's compressions (store.c's top comment). The entry's fields are
+ * A get decompresses in its own thread, so it never waits behind a folio's compressions
+ * (store.c's top comment), but for a reader's folio get on a store with engines, which
+ * decompresses its units on them as one batch (get_on_engines()). The entry's fields are
  * copied under the shard lock into an entry_view, and the object is read without the
  * lock, under the reference.
  */
@@ -34,6 +35,8 @@ static void get_ctx_free(void *p)
 	struct get_ctx *g = p;
 
 	zf_codec_ctx_destroy(g->ctx);
+	zf_batch_destroy(g->batch);
+	free(g->jobs);
 	free(g->unit);
 	free(g->stored);
 	free(g);
@@ -354,6 +357,76 @@ static int get_group(zf_store *s, struct get_ctx **gp, const struct entry_view *
 	return ret;
 }
 
+/* A decompression on the engines is done: it must give back the whole unit, checked. */
+static void unit_decoded(zf_job *job)
+{
+	const struct entry_view *v = job->priv;
+
+	if (job->status != (int)(STORE_PAGE << v->order) || job->checksum != v->checksum)
+		job->status = -EBADMSG;
+}
+
+/*
+ * get_group() for a reader with engines: the n units of a folio get, their views in v,
+ * decompressed as one batch on the store's engines, the reader's thread among them, so
+ * that a folio comes back in about the time of its share of units on each (the swap-in
+ * half of the kernel's batching of compression engines). Their pool objects are pinned
+ * together for it; same-filled units are filled and written-back ones read here. The
+ * engines compute each object's checksum as they read it (ZF_JOB_CHECKSUM). Returns 0
+ * or an error of a unit; the units read go into t.
+ */
+static int get_on_engines(zf_store *s, struct get_ctx **gp, const struct entry_view *v, unsigned n,
+			  uint8_t *dst, uint64_t index, struct get_tally *t)
+{
+	zf_job *jobs = (*gp)->jobs;
+	zf_batch *batch = (*gp)->batch;
+	const void *data[GET_BATCH];
+	uint64_t handles[GET_BATCH];
+	unsigned pooled = 0, pinned = 0, njobs = 0;
+	int ret = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (v[i].kind == ENTRY_POOL)
+			handles[pooled++] = v[i].where;
+	zf_pool_read_begin_many(s->pool, handles, pooled, data);
+	for (unsigned i = 0, k = 0; i < n && !ret; i++) {
+		uint8_t *to = dst + (v[i].index - index) * STORE_PAGE;
+
+		if (v[i].kind == ENTRY_SAME) {
+			fill_same(to, STORE_PAGE << v[i].order, v[i].where);
+		} else if (v[i].kind == ENTRY_POOL) {
+			if (!data[k])
+				ret = -EBADMSG;
+			else if (v[i].raw)
+				ret = unit_decode(*gp, &v[i], data[k], to);
+			else
+				jobs[njobs++] = (zf_job){ .codec = s->codec,
+							  .op = ZF_JOB_DECOMPRESS,
+							  .flags = ZF_JOB_CHECKSUM,
+							  .src = data[k],
+							  .src_len = v[i].clen,
+							  .dst = to,
+							  .dst_cap = STORE_PAGE << v[i].order,
+							  .complete = unit_decoded,
+							  .priv = (void *)&v[i] };
+			k++;
+		} else if (!(*gp)->stored && !(*gp = store_get_ctx(s->codec, 1))) {
+			ret = -ENOMEM;
+		} else {
+			ret = load_unit(s, *gp, &v[i], to, t);
+		}
+		t->units[v[i].order]++;
+		t->pages += 1u << v[i].order;
+	}
+	if (!ret && njobs && zf_batch_run(batch, jobs, njobs))
+		ret = -EBADMSG;
+	for (unsigned i = 0; i < pooled; i++)
+		if (data[i])
+			handles[pinned++] = handles[i];
+	zf_pool_read_end_many(s->pool, handles, pinned);
+	return ret;
+}
+
 /*
  * zf_store_get_folio() with a given context (g NULL: this thread's). A folio lies in one
  * shard: its units are looked up GET_BATCH at a time under one hold of the shard lock,
@@ -417,6 +490,16 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			at += 1u << v[n++].order;
 		}
 		pthread_mutex_unlock(&sh->lock);
+		if (g->batch && n > 1) {
+			struct get_ctx *reader = g;
+
+			if (!ret)
+				ret = get_on_engines(s, &g, v, n, dst, index, &t);
+			g = reader; /* the engines' jobs are the reader's, for the next batch */
+			for (unsigned j = 0; j < n; j++)
+				store_entry_put(s, ents[j]);
+			continue;
+		}
 		for (unsigned i = 0; i < n; i += GET_PIN_GROUP) {
 			const unsigned k = n - i < GET_PIN_GROUP ? n - i : GET_PIN_GROUP;
 			const unsigned next = n - i - k < GET_PIN_GROUP ? n - i - k : GET_PIN_GROUP;
@@ -448,6 +531,12 @@ int store_reader_create(zf_store *s, struct store_reader **out)
 	g = calloc(1, sizeof(*g));
 	RETURN_IF(!g, -ENOMEM);
 	if (get_ctx_scratch(g) || zf_codec_ctx_create(s->codec, &g->ctx)) {
+		get_ctx_free(g);
+		return -ENOMEM;
+	}
+	/* Its folio gets go on the engines, made ready now: a signal handler must not allocate. */
+	if (zf_engines_count(s->engines) && (!(g->jobs = calloc(GET_BATCH, sizeof(*g->jobs))) ||
+					     zf_batch_create(s->engines, 0, &g->batch))) {
 		get_ctx_free(g);
 		return -ENOMEM;
 	}

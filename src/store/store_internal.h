@@ -115,6 +115,12 @@ struct get_ctx {
 	const zf_codec *codec;
 	zf_codec_ctx *ctx;
 	uint8_t *unit, *stored; /* ZF_UNIT_MAX each */
+	/*
+	 * A reader's (store_reader_create()) on a store with engines: its folio gets
+	 * decompress on them, the reader's thread helping (store_get.c, get_on_engines()).
+	 */
+	zf_batch *batch;
+	zf_job *jobs; /* GET_BATCH */
 };
 
 /* store_get.c: this thread's get context (scratch: with room for a unit), or NULL. */

@@ -340,6 +340,8 @@ struct model {
 	struct shadow *u; /* by first page */
 	uint64_t seq;
 	int may_be_full; /* a put may be refused with -ENOSPC (a limit the model cannot see) */
+	/* Folio gets through this reader (its engines decompress), when not NULL. */
+	struct store_reader *reader;
 	zf_store_stats want;
 };
 
@@ -384,6 +386,7 @@ static void model_open(struct model *m, const zf_store_options *o)
 
 static void model_close(struct model *m)
 {
+	store_reader_destroy(m->reader);
 	zf_store_destroy(m->s);
 	zf_codec_ctx_destroy(m->ctx);
 	free(m->data);
@@ -554,8 +557,12 @@ static int model_call_get(struct model *m, int folio, uint64_t index, size_t len
 	int ret;
 
 	memset(m->buf, CANARY, (len < M2 ? len : M2) + CANARY_BYTES);
-	ret = folio ? zf_store_get_folio(m->s, OWNER, index, m->buf, len)
-		    : zf_store_get(m->s, OWNER, index, m->buf, len);
+	if (folio && m->reader)
+		ret = store_get_folio_with(m->s, m->reader, OWNER, index, m->buf, len);
+	else if (folio)
+		ret = zf_store_get_folio(m->s, OWNER, index, m->buf, len);
+	else
+		ret = zf_store_get(m->s, OWNER, index, m->buf, len);
 	assert_int_equal(ret, want);
 	for (unsigned i = 0; i < CANARY_BYTES && len <= M2; i++)
 		assert_int_equal(m->buf[len + i], CANARY);
@@ -1617,19 +1624,21 @@ static void test_checksum_mismatch(void **state)
  * A folio get whose unit at some place fails its check: -EBADMSG, decompress_fail once,
  * nothing read in, and no pin left on the pool, wherever the unit lies (first or last of
  * a group of pins, in the first or a later batch of lookups); with the byte restored the
- * folio reads back whole. Split mode and 16 KiB units, 2 MiB and 64 KiB folios.
+ * folio reads back whole. Split mode and 16 KiB units, 2 MiB and 64 KiB folios; in the
+ * calling thread, or (engines) through a reader whose gets decompress on two engines.
  */
-static void test_folio_get_corrupt(void **state)
+static void folio_get_corrupt(unsigned engines)
 {
 	static const uint32_t units[] = { 0, K16 };
 	static const unsigned at[] = { 0, 3, 4, 9, 63, 64, 200, 511 };
 
-	(void)state;
 	for (unsigned u = 0; u < 2; u++) {
-		zf_store_options o = opts(units[u], 0);
+		zf_store_options o = opts(units[u], engines);
 		struct model m;
 
 		model_open(&m, &o);
+		if (engines)
+			assert_int_equal(store_reader_create(m.s, &m.reader), 0);
 		model_put_data(&m, 0, K64, D_SAMPLE, 21);
 		model_put_data(&m, 512, M2, D_SAMPLE, 22);
 		for (unsigned i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
@@ -1644,7 +1653,10 @@ static void test_folio_get_corrupt(void **state)
 				assert_true(p-- > base);
 			assert_int_equal(store_corrupt(m.s, OWNER, p), 0);
 			memset(m.buf, CANARY, len);
-			assert_int_equal(zf_store_get_folio(m.s, OWNER, base, m.buf, len),
+			assert_int_equal(m.reader
+						 ? store_get_folio_with(m.s, m.reader, OWNER, base,
+									m.buf, len)
+						 : zf_store_get_folio(m.s, OWNER, base, m.buf, len),
 					 -EBADMSG);
 			m.want.decompress_fail++;
 			model_check(&m);
@@ -1655,6 +1667,54 @@ static void test_folio_get_corrupt(void **state)
 		}
 		model_check(&m);
 		model_close(&m);
+	}
+}
+
+static void test_folio_get_corrupt(void **state)
+{
+	(void)state;
+	folio_get_corrupt(0);
+}
+
+static void test_folio_get_corrupt_engines(void **state)
+{
+	(void)state;
+	folio_get_corrupt(2);
+}
+
+/*
+ * Folio gets through a reader whose engines decompress (what a region with frames
+ * does): every kind of unit (compressed, raw, same-filled, zero, written back) comes
+ * back in place, in split mode, 16 KiB, 64 KiB and 2 MiB units, with two engines and one,
+ * and the counters are a serial get's.
+ */
+static void test_folio_get_engines(void **state)
+{
+	static const uint32_t units[] = { 0, K16, K64, M2 };
+	static const enum data kinds[][3] = { { D_MIXED, D_SAMPLE, D_RANDOM },
+					      { D_ZERO, D_HALF, D_SAME_PAGES } };
+
+	(void)state;
+	for (unsigned e = 1; e <= 2; e++) {
+		for (unsigned u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+			zf_store_options o = wb_opts(units[u], e);
+			struct model m;
+
+			model_open(&m, &o);
+			assert_int_equal(store_reader_create(m.s, &m.reader), 0);
+			for (unsigned k = 0; k < 3; k++)
+				model_put_data(&m, 512 * k, M2, kinds[e - 1][k], 40 + k);
+			model_put_data(&m, 512 * 3, K64, D_MIXED, 50);
+			/* Some of it written back: read from the file, in the same get. */
+			assert_true(model_writeback(&m, 256 * 1024) > 0);
+			for (unsigned k = 0; k < 3; k++)
+				model_get_folio(&m, 512 * k, M2);
+			model_get_folio(&m, 512 * 3, K64);
+			model_get_folio(&m, 512 * 3 + 16, K64); /* nothing there: -ENOENT */
+			assert_int_equal(store_pool_pins(m.s), 0);
+			model_check(&m);
+			model_close(&m);
+		}
 	}
 }
 
@@ -2102,6 +2162,8 @@ int main(void)
 		cmocka_unit_test(test_backing_read_error),
 		cmocka_unit_test(test_checksum_mismatch),
 		cmocka_unit_test(test_folio_get_corrupt),
+		cmocka_unit_test(test_folio_get_corrupt_engines),
+		cmocka_unit_test(test_folio_get_engines),
 		cmocka_unit_test(test_injected_io_errors),
 		cmocka_unit_test(test_limit_reject),
 		cmocka_unit_test(test_limit_reject_no_compact),
