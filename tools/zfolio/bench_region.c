@@ -70,6 +70,7 @@ static const struct cli_command bench_region_cmd = {
 		{ .opt = OPT_READAHEAD, .def = "0" },
 		{ .opt = OPT_SWAPIN, .def = "whole" },
 		{ .opt = OPT_FRAME, .def = "none" },
+		{ .opt = OPT_ENGINES, .def = "0" },
 		{ .opt = OPT_REPEAT, .def = "5" },
 		{ .opt = OPT_JSON },
 	},
@@ -78,6 +79,7 @@ static const struct cli_command bench_region_cmd = {
 struct config {
 	uint64_t unit;
 	uint64_t frame; /* 0: none */
+	unsigned engines;
 	enum zf_fault_mode mode;
 	const char *mode_name;
 	unsigned readahead;
@@ -194,6 +196,7 @@ static void init_options(const zf_codec *codec, const struct config *c, zf_regio
 	o->readahead = c->readahead;
 	o->swapin = c->swapin;
 	o->frame = (uint32_t)c->frame;
+	o->engines = c->engines;
 }
 
 static zf_region *new_region(const zf_codec *codec, const struct config *c, uint64_t size)
@@ -215,8 +218,8 @@ static void mismatch(const char *image, const struct config *c, const uint8_t *r
 	cli_die(1,
 		"%s, unit %s, mode %s, readahead %u, swapin %s: byte %llu (page %llu) came back "
 		"wrong in %s",
-		image, unit_label(c, ub, sizeof(ub)), c->mode_name, c->readahead,
-		c->swapin_name, (unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE),
+		image, unit_label(c, ub, sizeof(ub)), c->mode_name, c->readahead, c->swapin_name,
+		(unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE),
 		k < 0 ? "the untimed round"
 		      : (snprintf(rb, sizeof(rb), "round %d of %d", k + 1, repeat), rb));
 }
@@ -376,8 +379,9 @@ static void print_json(const struct result *r)
 	printf(",\"codec\":\"%s\"", zf_codec_name(r->codec));
 	cli_json_u64("unit", r->cfg.unit);
 	cli_json_u64("frame", r->cfg.frame);
-	printf(",\"unit_name\":\"%s\",\"mode\":\"%s\"",
-	       unit_label(&r->cfg, ub, sizeof(ub)), r->cfg.mode_name);
+	printf(",\"engines\":%u", r->cfg.engines);
+	printf(",\"unit_name\":\"%s\",\"mode\":\"%s\"", unit_label(&r->cfg, ub, sizeof(ub)),
+	       r->cfg.mode_name);
 	printf(",\"readahead\":%u,\"swapin\":\"%s\"", r->cfg.readahead, r->cfg.swapin_name);
 	cli_json_u64("size", r->size);
 	printf(",\"repeat\":%d", r->repeat);
@@ -413,21 +417,21 @@ static void print_json(const struct result *r)
 
 static void print_header(void)
 {
-	printf("%-14s %-7s %7s %-6s %4s %-8s  %8s %8s %8s  %9s %8s %7s  %8s %8s  %6s\n", "image",
-	       "codec", "unit", "mode", "ra", "swapin", "out ms", "in ms", "in MB/s", "fault p50",
-	       "p99", "faulted", "svc p50", "p99", "ratio");
+	printf("%-14s %-7s %7s %3s %-6s %4s %-8s  %8s %8s %8s  %9s %8s %7s  %8s %8s  %6s\n",
+	       "image", "codec", "unit", "eng", "mode", "ra", "swapin", "out ms", "in ms",
+	       "in MB/s", "fault p50", "p99", "faulted", "svc p50", "p99", "ratio");
 }
 
 static void print_row(const struct result *r)
 {
 	char ub[32];
 
-	printf("%-14.14s %-7s %7s %-6s %4u %-8s  %8.1f %8.1f %8.1f  %9.2f %8.2f %6.1f%%  %8.2f "
+	printf("%-14.14s %-7s %7s %3u %-6s %4u %-8s  %8.1f %8.1f %8.1f  %9.2f %8.2f %6.1f%%  %8.2f "
 	       "%8.2f  %6.3f\n",
 	       r->image, zf_codec_name(r->codec), unit_label(&r->cfg, ub, sizeof(ub)),
-	       r->cfg.mode_name, r->cfg.readahead, r->cfg.swapin_name, r->swapout_ms, r->swapin_ms,
-	       cli_mbps(r->size, r->swapin_ms / 1e3), r->fault_p50_us, r->fault_p99_us,
-	       100 * faulted(r), r->service_p50_us, r->service_p99_us, ratio(r));
+	       r->cfg.engines, r->cfg.mode_name, r->cfg.readahead, r->cfg.swapin_name,
+	       r->swapout_ms, r->swapin_ms, cli_mbps(r->size, r->swapin_ms / 1e3), r->fault_p50_us,
+	       r->fault_p99_us, 100 * faulted(r), r->service_p50_us, r->service_p99_us, ratio(r));
 }
 
 int bench_region(int argc, char **argv)
@@ -436,11 +440,12 @@ int bench_region(int argc, char **argv)
 	const struct cli_value *images = &a->v[OPT_IMAGE], *units = &a->v[OPT_UNIT],
 			       *codec_names = &a->v[OPT_CODEC], *modes = &a->v[OPT_MODE],
 			       *ra = &a->v[OPT_READAHEAD], *swapins = &a->v[OPT_SWAPIN],
-			       *frames = &a->v[OPT_FRAME];
+			       *frames = &a->v[OPT_FRAME], *engines = &a->v[OPT_ENGINES];
 	const int repeat = (int)a->v[OPT_REPEAT].num[0], json = a->v[OPT_JSON].n;
 	const zf_codec *codecs[CLI_VALUES_MAX];
-	struct config *cfgs = calloc(
-		(size_t)(units->n * modes->n * ra->n * swapins->n * frames->n), sizeof(*cfgs));
+	struct config *cfgs =
+		calloc((size_t)(units->n * modes->n * ra->n * swapins->n * frames->n * engines->n),
+		       sizeof(*cfgs));
 	uint64_t size = a->v[OPT_SIZE].num[0], max_unit = 0;
 	int n_cfgs = 0;
 	uint8_t *data;
@@ -453,13 +458,16 @@ int bench_region(int argc, char **argv)
 		for (int mi = 0; mi < modes->n; mi++) {
 			for (int ai = 0; ai < ra->n; ai++) {
 				for (int wi = 0; wi < swapins->n; wi++) {
-					for (int fi = 0; fi < frames->n; fi++) {
+					for (int fi = 0; fi < frames->n * engines->n; fi++) {
 						struct config *c = &cfgs[n_cfgs++];
 
 						c->unit = units->num[ui];
-						c->frame = strcmp(frames->str[fi], "2m")
-								   ? 0
-								   : ZF_FRAME_2M;
+						c->frame =
+							strcmp(frames->str[fi / engines->n], "2m")
+								? 0
+								: ZF_FRAME_2M;
+						c->engines =
+							(unsigned)engines->num[fi % engines->n];
 						c->mode_name = modes->str[mi];
 						c->mode = strcmp(c->mode_name, "sigbus")
 								  ? ZF_FAULT_THREAD

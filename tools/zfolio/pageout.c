@@ -59,6 +59,7 @@ static const struct cli_command pageout_cmd = {
 		{ .opt = OPT_CODEC, .def = "lz4" },
 		{ .opt = OPT_BACKEND, .def = "zfolio" },
 		{ .opt = OPT_SWAPIN, .def = "whole" },
+		{ .opt = OPT_FRAME, .def = "none" },
 		{ .opt = OPT_MODE, .def = "thread" },
 		{ .opt = OPT_ENGINES, .def_help = "the number of CPUs, at most 4" },
 		{ .opt = OPT_READAHEAD, .def = "0" },
@@ -205,7 +206,9 @@ static const char *label(const struct pageout_job *job, const struct pageout_con
 	if (zfolio && job->label_engines)
 		n += snprintf(buf + n, cap - (size_t)n, "/e%u", c->engines);
 	if (zfolio && job->label_readahead)
-		snprintf(buf + n, cap - (size_t)n, "/ra%u", c->readahead);
+		n += snprintf(buf + n, cap - (size_t)n, "/ra%u", c->readahead);
+	if (zfolio && job->label_frame)
+		snprintf(buf + n, cap - (size_t)n, "/%s", c->frame ? "2m" : "nf");
 	return buf;
 }
 
@@ -222,8 +225,8 @@ static void print_json(const struct pageout_job *job, const struct pageout_resul
 	cli_json_string(stdout, c->codec);
 	printf(",\"swapin_mode\":\"%s\"", c->swapin == ZF_SWAPIN_PER_PAGE ? "per-page" : "whole");
 	if (c->backend == BACKEND_ZFOLIO)
-		printf(",\"fault_mode\":\"%s\",\"engines\":%u,\"readahead\":%u", c->mode_name,
-		       c->engines, c->readahead);
+		printf(",\"fault_mode\":\"%s\",\"engines\":%u,\"readahead\":%u,\"frame\":%llu",
+		       c->mode_name, c->engines, c->readahead, (unsigned long long)c->frame);
 	printf(",\"iterations\":%d", job->iterations);
 	cli_json_num("swapout_ms_median", r->out_med, 2);
 	cli_json_num("swapout_ms_min", r->out_min, 2);
@@ -486,7 +489,8 @@ int cmd_pageout(int argc, char **argv)
 	const struct cli_args *a = cli_parse(&pageout_cmd, argc, argv);
 	const struct cli_value *units = &a->v[OPT_UNIT], *codecs = &a->v[OPT_CODEC],
 			       *backends = &a->v[OPT_BACKEND], *swapins = &a->v[OPT_SWAPIN],
-			       *modes = &a->v[OPT_MODE], *ra = &a->v[OPT_READAHEAD];
+			       *modes = &a->v[OPT_MODE], *ra = &a->v[OPT_READAHEAD],
+			       *frames = &a->v[OPT_FRAME];
 	const char *image_path = a->v[OPT_IMAGE].str[0];
 	struct pageout_job job = { .size = a->v[OPT_SIZE].num[0],
 				   .iterations = (int)a->v[OPT_REPEAT].num[0],
@@ -503,15 +507,19 @@ int cmd_pageout(int argc, char **argv)
 	zf_image *img;
 
 	cfgs = calloc((size_t)(codecs->n * units->n * backends->n * swapins->n * modes->n *
-			       engines->n * ra->n),
+			       engines->n * ra->n * frames->n),
 		      sizeof(*cfgs));
 	if (!cfgs)
 		cli_die(1, "out of memory");
 	for (int i = 0; i < units->n; i++)
 		max_unit = units->num[i] > max_unit ? units->num[i] : max_unit;
+	for (int i = 0; i < frames->n; i++)
+		if (!strcmp(frames->str[i], "2m"))
+			max_unit = ZF_FRAME_2M > max_unit ? ZF_FRAME_2M : max_unit;
 	job.size = (job.size + max_unit - 1) / max_unit * max_unit;
 	job.label_engines = engines->n > 1;
 	job.label_readahead = ra->n > 1;
+	job.label_frame = frames->n > 1 || strcmp(frames->str[0], "none");
 	for (int b = 0; b < backends->n; b++)
 		want_kernel |= !strcmp(backends->str[b], "kernel");
 	cli_check_images(&a->v[OPT_IMAGE]);
@@ -558,7 +566,8 @@ int cmd_pageout(int argc, char **argv)
 					for (int m = 0; m < (kernel ? 1 : modes->n); m++) {
 						for (int e = 0; e < (kernel ? 1 : engines->n);
 						     e++) {
-							for (int r = 0; r < (kernel ? 1 : ra->n);
+							for (int r = 0;
+							     r < (kernel ? 1 : ra->n * frames->n);
 							     r++) {
 								struct pageout_config *c =
 									&cfgs[n_cfgs++];
@@ -579,7 +588,16 @@ int cmd_pageout(int argc, char **argv)
 										  : ZF_FAULT_SIGBUS;
 								c->engines =
 									(unsigned)engines->num[e];
-								c->readahead = (unsigned)ra->num[r];
+								c->readahead =
+									(unsigned)
+										ra->num[r % ra->n];
+								c->frame =
+									!kernel && !strcmp(frames->str
+												   [r /
+												    ra->n],
+											   "2m")
+										? ZF_FRAME_2M
+										: 0;
 							}
 						}
 					}

@@ -25,6 +25,7 @@ struct pageout_config {
 	enum zf_swapin_mode swapin;
 	/* zfolio only */
 	unsigned engines, readahead;
+	uint64_t frame; /* 0: none */
 	enum zf_fault_mode mode;
 	const char *mode_name;
 };
@@ -38,6 +39,7 @@ struct pageout_job {
 	int verify; /* compare every byte after every iteration */
 	int allow_swap; /* kernel: run beside swap devices already active */
 	int label_engines, label_readahead; /* several were asked for: name them in labels */
+	int label_frame; /* frames were asked for: name the frame in labels */
 };
 
 struct pageout_result {

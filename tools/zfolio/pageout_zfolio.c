@@ -2,8 +2,9 @@
  * pageout_zfolio.c - the zfolio backend of "zfolio pageout": the experiment's loop on a
  * zf_region.
  *
- * A region of the job's size with the configuration's unit, codec, engines, fault-service
- * mode, readahead and swap-in mode, on a store of its own, filled with the image. Each
+ * A region of the job's size with the configuration's unit, frame, codec, engines,
+ * fault-service mode, readahead and swap-in mode, on a store of its own, filled with the
+ * image. Each
  * iteration: zf_region_pageout() of the whole region (timed), then a read of one byte of
  * every 4 KiB page (timed). The region's counters over the timed iterations give the
  * faults per iteration and where a swap-in fault's time goes.
@@ -26,6 +27,7 @@ static zf_region *new_region(const struct pageout_job *job, const struct pageout
 	o.fault_mode = c->mode;
 	o.readahead = c->readahead;
 	o.swapin = c->swapin;
+	o.frame = (uint32_t)c->frame;
 	return cli_region_create(&o, job->size);
 }
 
@@ -34,13 +36,14 @@ void pageout_zfolio_check(const struct pageout_job *job, const struct pageout_co
 {
 	struct pageout_job one = *job;
 
-	one.size = c->unit;
+	one.size = c->frame ? c->frame : c->unit;
 	zf_region_destroy(new_region(&one, c));
 }
 
 void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 {
 	const struct pageout_config *c = &res->cfg;
+	const uint64_t place = c->frame ? c->frame : c->unit; /* evicted and placed whole */
 	zf_region_stats st0, st1;
 	zf_store_stats sst;
 	zf_region *r;
@@ -66,11 +69,12 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 		t1 = cli_now_ns();
 		if (evicted < 0)
 			cli_die(1, "zf_region_pageout: %s", zf_strerror((int)evicted));
-		if ((uint64_t)evicted * c->unit < job->size)
+		if ((uint64_t)evicted * place < job->size)
 			fprintf(stderr,
 				"zfolio: note: zfolio %s %s: a pageout of the whole region evicted "
-				"%ld of %llu units (the store refused some, or they were busy)\n",
-				c->codec, ub, evicted, (unsigned long long)(job->size / c->unit));
+				"%ld of %llu %s (the store refused some, or they were busy)\n",
+				c->codec, ub, evicted, (unsigned long long)(job->size / place),
+				c->frame ? "frames" : "units");
 		zf_store_get_stats(zf_region_store(r), &sst, sizeof(sst));
 		if (k >= 0)
 			res->out_ms[k] = (double)(t1 - t0) / 1e6;
