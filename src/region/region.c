@@ -243,11 +243,11 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	if (!ret)
 		ret = region_order_init(r);
 	if (!ret)
-		ret = region_frame_setup(r);
-	if (!ret)
 		ret = region_setup_store(r, store);
 	if (!ret)
 		ret = region_uffd_register(r);
+	if (!ret)
+		ret = region_frame_setup(r);
 	if (!ret)
 		ret = region_start(r);
 	if (ret)

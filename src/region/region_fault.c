@@ -225,16 +225,27 @@ static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_
 
 /*
  * Places zeros over never-written unit u, claimed: zero pages, or with frames a frame of
- * zeros made ready before (region_frame_zeros()). Under read_lock. Returns 0 or
- * region_zero_fill()'s error.
+ * zeros made ready before (region_frame_zeros()), or for a write to a frame that maps the
+ * huge zero page write-protected (mapped: region_frame_setup()) the protection lifted,
+ * so that the write, woken, takes the kernel's own huge-page fault. Under read_lock.
+ * Returns 0 or region_zero_fill()'s error.
  */
-static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u)
+static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *page, int mapped)
 {
 	const enum buf_state made = c->buf_state;
 	int ret;
 
 	if (!r->frames)
 		return region_zero_fill(r, unit_addr(r, u), r->unit);
+	if (mapped && region_frame_mapped(r, page)) {
+		ret = protect(r, unit_addr(r, u), r->unit, 0);
+		if (!ret)
+			INC(r, thp_fault_alloc);
+		return ret;
+	}
+	/* Zapped meanwhile (a REMOVE of the program's): zeros as for a missing frame. */
+	if (mapped)
+		region_frame_zeros(r, c, 1);
 	ret = region_frame_place(r, c, unit_addr(r, u));
 	if (ret <= 0)
 		return ret;
@@ -249,8 +260,7 @@ static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u)
  * Serves a fault at addr: a write-protect fault if wp (in SIGBUS mode the kind is not
  * known, wp = -1), a write if write (not known: -1). Never blocks.
  */
-enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
-			       int write)
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp, int write)
 {
 	uint64_t u;
 	uint32_t st, seen, clear = 0;
@@ -293,7 +303,14 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			INC(r, limit_waits);
 		return res;
 	}
-	case ST_EMPTY:
+	case ST_EMPTY: {
+		/*
+		 * A write (or a fault of unknown kind) on a frame that maps the huge zero page:
+		 * a write-protect fault. A read never faults there.
+		 */
+		const int mapped =
+			r->frames && wp != 0 && write != 0 && region_frame_mapped(r, page);
+
 		/* Memory never written: zero pages, the whole unit at once. */
 		if (!resident_reserve(r)) {
 			region_reclaim_kick(r);
@@ -301,7 +318,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			return NOROOM;
 		}
 		/* A frame: its zeros made first (the kernel zeroes a huge page meanwhile). */
-		if (r->frames)
+		if (r->frames && !mapped)
 			region_frame_zeros(r, c, write != 0);
 		/* Under read_lock, as a swap-in's copy: see fix_resident(). */
 		pthread_rwlock_rdlock(&r->read_lock);
@@ -310,7 +327,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			resident_add(r, -1);
 			return RETRY;
 		}
-		ret = place_zeros(r, c, u);
+		ret = place_zeros(r, c, u, page, mapped);
 		pthread_rwlock_unlock(&r->read_lock);
 		if (ret == -EEXIST) {
 			/*
@@ -330,6 +347,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		INC(r, pgfault_zero);
 		after_admit(r);
 		return SERVED;
+	}
 	case ST_GONE:
 		/*
 		 * No longer ours to evict: plain memory, once the REMAP events read have put

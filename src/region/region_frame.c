@@ -8,12 +8,18 @@
  * time, as one huge page: the state word's unit is the frame, while the store compresses
  * it in units of zf_region_options.unit (64 KiB by default).
  *
- * How: each fault context has a frame of its own ("nursery": 2 MiB-aligned,
- * MADV_HUGEPAGE, not registered with the userfaultfd, so that the kernel fills it as
- * plain memory). A swap-in decompresses the frame's units into it, which the kernel backs
- * with a huge page at the first write; a first write to never-written memory touches it
- * (the kernel zeroes a huge page, as it does outside a region); a first read maps the
- * huge zero page there with one read (no memory). Then one UFFDIO_MOVE takes the PMD
+ * Never-written memory: before the program has the region, every frame maps the huge
+ * zero page, write-protected (premap_zeros()). A first read costs nothing and no memory;
+ * a first write is a write-protect fault, answered by lifting the protection, and the
+ * kernel's own huge-page fault then allocates the frame: the first touch costs what it
+ * costs outside a region, plus one fault's round trip per 2 MiB.
+ *
+ * Swap-in, and never-written frames the program dropped: each fault context has a frame
+ * of its own ("nursery": 2 MiB-aligned, MADV_HUGEPAGE, not registered with the
+ * userfaultfd, so that the kernel fills it as plain memory). A swap-in decompresses the
+ * frame's units into it, which the kernel backs with a huge page at the first write; a
+ * first write to a dropped frame touches it (the kernel zeroes a huge page); a first
+ * read maps the huge zero page there with one read. Then one UFFDIO_MOVE takes the PMD
  * into the region and wakes the faulting threads: no copy, no PTE, the nursery is empty
  * again. The move of a huge page goes whole only into an empty PMD of a THP-enabled
  * mapping; a frame whose PMD holds a page table (some of it was placed page by page, or
@@ -43,14 +49,6 @@ struct pm_scan_arg {
 };
 #endif
 
-int region_frame_setup(zf_region *r)
-{
-	if (!r->frames)
-		return 0;
-	r->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	return 0; /* without it, frames work; the counters cannot tell split from huge */
-}
-
 /*
  * Whether the frame at addr is mapped by one huge page (PMD) now: 1, 0, or -1 when the
  * kernel cannot tell (no PAGEMAP_SCAN).
@@ -75,6 +73,67 @@ static int frame_is_huge(zf_region *r, const uint8_t *addr)
 	if (n < 0)
 		return -1;
 	return n == 1 && out.start == (uintptr_t)addr && out.end == (uintptr_t)addr + r->unit;
+}
+
+/*
+ * Maps the huge zero page over every frame, write-protected, before the program has the
+ * region: a first read of never-written memory then costs nothing (no fault, no memory),
+ * as outside a region, and a first write is a write-protect fault, which
+ * region_frame_unprotect() answers by lifting the protection: the kernel's own huge-page
+ * fault then allocates the frame, as outside a region. The frames stay EMPTY (the zero
+ * page is no memory), and the protection keeps the kernel from filling one unseen. Where
+ * the kernel maps no huge zero page (THP off, use_zero_page 0), the frames are left
+ * unmapped: their first touch faults (region_frame_zeros()).
+ */
+static void premap_zeros(zf_region *r)
+{
+	uint8_t *zero = region_map_aligned(r->unit);
+	struct uffdio_writeprotect wp = {
+		.range = { .start = (uintptr_t)r->base, .len = r->size },
+		.mode = UFFDIO_WRITEPROTECT_MODE_WP,
+	};
+	uint64_t u = 0;
+
+	if (!zero)
+		return;
+	if (!madvise(zero, r->unit, MADV_HUGEPAGE)) {
+		for (; u < r->nunits; u++) {
+			struct uffdio_move m = { .dst = (uintptr_t)unit_addr(r, u),
+						 .src = (uintptr_t)zero,
+						 .len = r->unit };
+
+			(void)*(volatile uint8_t *)zero;
+			if (frame_is_huge(r, zero) != 1 || uffd_range(r, UFFDIO_MOVE, &m))
+				break;
+		}
+	}
+	munmap(zero, r->unit);
+	if (u)
+		(void)uffd_range(r, UFFDIO_WRITEPROTECT, &wp);
+	ADD(r, thp_zero, u);
+}
+
+int region_frame_setup(zf_region *r)
+{
+	if (!r->frames)
+		return 0;
+	/* Without it frames work, but the counters cannot tell split from huge. */
+	r->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	premap_zeros(r);
+	return 0;
+}
+
+/*
+ * Whether the page at addr is mapped (in a never-written frame: the huge zero page, or
+ * the zero page where the program dropped part of the frame and so split it).
+ */
+int region_frame_mapped(zf_region *r, const uint8_t *addr)
+{
+	unsigned char in;
+
+	(void)r;
+	return !mincore((void *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1)), RG_PAGE, &in) &&
+	       (in & 1);
 }
 
 /*

@@ -475,6 +475,7 @@ int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 
 /* region_frame.c: frames placed as huge pages. */
 int region_frame_setup(zf_region *r);
+int region_frame_mapped(zf_region *r, const uint8_t *addr);
 void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
 int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst);
 
@@ -493,8 +494,7 @@ void region_fault_ctx_fini(zf_region *r, struct fault_ctx *c);
 int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
 enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
 				 int ra);
-enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp,
-			       int write);
+enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr, int wp, int write);
 /* What region_start() hands a service thread; region_service_main() frees it. */
 struct service_arg {
 	zf_region *r;
