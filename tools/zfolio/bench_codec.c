@@ -357,15 +357,17 @@ static int bench_codec(int argc, char **argv)
 	return 0;
 }
 
-static const char bench_usage[] = "usage: zfolio bench <benchmark> [options]\n"
-				  "\n"
-				  "benchmarks:\n"
-				  "  codec   codec x unit-size matrix on memory images\n"
-				  "  zpool   zf_pool memory against glibc malloc and mimalloc\n"
-				  "  store   zf_store put/get throughput, ratio and get latency\n"
-				  "  region  userfaultfd fault service: latency and swap-in MB/s\n"
-				  "\n"
-				  "Run 'zfolio bench <benchmark> --help' for its options.\n";
+static const char bench_usage[] =
+	"usage: zfolio bench <benchmark> [options]\n"
+	"\n"
+	"benchmarks:\n"
+	"  codec   codec x unit-size matrix on memory images\n"
+	"  zpool   zf_pool memory against glibc malloc and mimalloc\n"
+	"  store   zf_store put/get throughput, ratio and get latency\n"
+	"  region  userfaultfd fault service: latency and swap-in MB/s\n"
+	"  fresh   first touch of fresh memory: a region against plain memory\n"
+	"\n"
+	"Run 'zfolio bench <benchmark> --help' for its options.\n";
 
 int cmd_bench(int argc, char **argv)
 {
@@ -385,6 +387,8 @@ int cmd_bench(int argc, char **argv)
 		return bench_store(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "region"))
 		return bench_region(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "fresh"))
+		return bench_fresh(argc - 1, argv + 1);
 	fprintf(stderr, "zfolio: unknown benchmark '%s'\n\n%s", argv[1], bench_usage);
 	return EXIT_USAGE;
 }

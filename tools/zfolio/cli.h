@@ -201,5 +201,6 @@ int cmd_pageout(int argc, char **argv);
 int bench_zpool(int argc, char **argv);
 int bench_store(int argc, char **argv);
 int bench_region(int argc, char **argv);
+int bench_fresh(int argc, char **argv);
 
 #endif /* ZF_CLI_H */
