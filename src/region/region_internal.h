@@ -317,21 +317,21 @@ static inline void wake_range(zf_region *r, void *addr, size_t len)
 	(void)uffd_range(r, UFFDIO_WAKE, &rg);
 }
 
-/* Write-protects (wp 1) or unprotects [addr, addr + len), retrying while the layout changes. */
+/*
+ * Write-protects (wp 1) or unprotects [addr, addr + len), waking the faults waiting on it:
+ * 0, or -EAGAIN while the layout changes (an event is unread: the caller lets go of
+ * read_lock and retries; retried here under read_lock, it kept the event from being read,
+ * and SIGBUS-mode faults retrying so starved the service thread for good: frames_test
+ * racing), or the range's error.
+ */
 static inline int protect(zf_region *r, void *addr, size_t len, int wp)
 {
 	struct uffdio_writeprotect w = {
 		.range = { .start = (uintptr_t)addr, .len = len },
 		.mode = wp ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
 	};
-	int ret;
 
-	for (int tries = 0;; tries++) {
-		ret = uffd_range(r, UFFDIO_WRITEPROTECT, &w);
-		if (ret != -EAGAIN || tries > 1000)
-			return ret;
-		sched_yield();
-	}
+	return uffd_range(r, UFFDIO_WRITEPROTECT, &w);
 }
 
 /*
