@@ -78,9 +78,9 @@ static int frame_is_huge(zf_region *r, const uint8_t *addr)
 /*
  * Maps the huge zero page over every frame, write-protected, before the program has the
  * region: a first read of never-written memory then costs nothing (no fault, no memory),
- * as outside a region, and a first write is a write-protect fault, which
- * region_frame_unprotect() answers by lifting the protection: the kernel's own huge-page
- * fault then allocates the frame, as outside a region. The frames stay EMPTY (the zero
+ * as outside a region, and a first write is a write-protect fault, which place_zeros()
+ * (region_fault.c) answers by lifting the protection: the kernel's own huge-page fault
+ * then allocates the frame, as outside a region. The frames stay EMPTY (the zero
  * page is no memory), and the protection keeps the kernel from filling one unseen. Where
  * the kernel maps no huge zero page (THP off, use_zero_page 0), the frames are left
  * unmapped: their first touch faults (region_frame_zeros()).
