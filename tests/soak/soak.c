@@ -9,7 +9,8 @@
  * x fault mode (thread, sigbus) x store engines (e0, e2) x five variants (clean copies on
  * or off, readahead 0 or 2, per-page swap-in) x residency limit (limit: a quarter of the
  * region; nolimit), 160 in all; round r runs configuration r % 160 in an order where
- * every 8 rounds see every unit size in both modes (config_of()). A round is fixed by the
+ * every 8 rounds see every unit size in both modes (config_of()); every other 8 rounds
+ * with 2 MiB frames where the options allow them (f2m). A round is fixed by the
  * seed and its number: the operations each thread draws come from (seed, round, thread),
  * so a failure names the command that runs the same round again (the interleaving of
  * threads is the machine's, so a race may need a few runs to line up again).
@@ -97,6 +98,7 @@
 
 struct config {
 	uint32_t unit;
+	uint32_t frame; /* 0, or ZF_FRAME_2M: the region places and evicts 2 MiB frames */
 	enum zf_fault_mode mode;
 	unsigned engines, readahead;
 	int keep_clean, limit;
@@ -128,15 +130,20 @@ static void config_of(unsigned long long r, struct config *c)
 	c->swapin = variant == 4 && u > 0 ? ZF_SWAPIN_PER_PAGE : ZF_SWAPIN_WHOLE;
 	c->keep_clean = c->swapin == ZF_SWAPIN_WHOLE && (variant == 1 || variant >= 3);
 	c->readahead = c->swapin == ZF_SWAPIN_WHOLE && variant >= 2 ? 2 : 0;
+	/*
+	 * Every other 8 rounds with 2 MiB frames, where the options allow them (neither
+	 * clean copies nor per-page swap-in): the store still compresses units of c->unit.
+	 */
+	c->frame = (r / 8) % 2 && !c->keep_clean && c->swapin == ZF_SWAPIN_WHOLE ? ZF_FRAME_2M : 0;
 	/* Per-page swap-in of 2 MiB units decompresses 2 MiB per page: a smaller region. */
-	c->size = u == 3   ? (c->swapin == ZF_SWAPIN_PER_PAGE ? MiB(8) : MiB(32))
-		  : u == 2 ? MiB(16)
-			   : MiB(8);
-	snprintf(c->name, sizeof(c->name), "%s.%s.e%u.%s.%s.ra%u.%s", unit_names[u],
+	c->size = u == 3 || c->frame ? (c->swapin == ZF_SWAPIN_PER_PAGE ? MiB(8) : MiB(32))
+		  : u == 2	     ? MiB(16)
+				     : MiB(8);
+	snprintf(c->name, sizeof(c->name), "%s.%s.e%u.%s.%s.ra%u.%s.%s", unit_names[u],
 		 c->mode == ZF_FAULT_SIGBUS ? "sigbus" : "thread", c->engines,
 		 c->keep_clean ? "clean" : "noclean",
 		 c->swapin == ZF_SWAPIN_PER_PAGE ? "perpage" : "whole", c->readahead,
-		 c->limit ? "limit" : "nolimit");
+		 c->limit ? "limit" : "nolimit", c->frame ? "f2m" : "nf");
 }
 
 /* True when every token of filter (separated by '.', ',' or ' ') is a token of name. */
@@ -1426,8 +1433,9 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 {
 	const uint64_t t0 = now_ns();
 	/* zfolio rounds a limit up to two units at least: so does the check. */
-	const uint64_t limit = c->limit ? MAX(c->size / 4, 2ull * c->unit) : 0;
-	const uint64_t batch = MAX(c->unit, c->size / 32);
+	const uint64_t place = c->frame ? c->frame : c->unit; /* evicted and placed whole */
+	const uint64_t limit = c->limit ? MAX(c->size / 4, 2ull * place) : 0;
+	const uint64_t batch = MAX(place, c->size / 32);
 	zf_region_options o;
 	zf_store_options so;
 	zf_region_stats st;
@@ -1446,7 +1454,7 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 	 * the operations. Per-page swap-in of them decompresses the whole unit for each 4 KiB
 	 * page it brings in: a run of 512 pages costs 512 of them; 1/64 of the operations.
 	 */
-	round_ops = c->unit < ZF_UNIT_MAX	      ? ops_per_worker
+	round_ops = place < ZF_UNIT_MAX		      ? ops_per_worker
 		    : c->swapin == ZF_SWAPIN_PER_PAGE ? MAX(ops_per_worker / 64, 1)
 						      : MAX(ops_per_worker / 4, 1);
 	round_seed = stress_mix(base_seed, r, 0x50a4);
@@ -1477,6 +1485,7 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 	o.limit = limit;
 	o.reclaim_batch = batch;
 	o.owner = OWNER;
+	o.frame = c->frame;
 	ret = zf_region_create(store, c->size, &o, &region);
 	if (uffd_refused(ret)) {
 		zf_store_destroy(store);
@@ -1491,7 +1500,7 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 
 	base = zf_region_base(region);
 	npages = zf_region_size(region) / PAGE;
-	upages = c->unit / PAGE;
+	upages = (uint32_t)(place / PAGE);
 	nunits = npages / upages;
 	if (nunits < nworkers)
 		fail("%u workers need %u units; the region has %llu", nworkers, nworkers,
