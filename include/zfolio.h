@@ -546,9 +546,10 @@ ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len,
 #define ZF_REGION_LAT_BUCKETS 64
 
 /*
- * The region's counters. Pages are 4 KiB. Units sizes are the region's one unit size:
- * the per-size arrays (index: log2(unit / 4 KiB)) are there so the figures read like
- * the kernel's per-order stats.
+ * The region's counters. Pages are 4 KiB. The per-size arrays are there so the figures
+ * read like the kernel's per-order stats; only one index moves: log2 of what the region
+ * evicts and places whole (zf_region_unit(): the unit, or the frame with frames) over
+ * 4 KiB. The "units" counted elsewhere are those too.
  */
 typedef struct zf_region_stats {
 	uint64_t size, unit; /* bytes; unit: what the store compresses as one object */
