@@ -4,9 +4,11 @@
  * region's memory, and children that run one configuration each, with a timeout, so
  * that a region that crashes or hangs the process fails one configuration, named.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -225,6 +227,37 @@ static int uffd_unavailable(int err)
 	return err == -EPERM || err == -ENOSYS || err == -ENOTSUP;
 }
 
+/*
+ * ZF_TEST_FRAME=2m runs the cases with 2 MiB frames (zf_region_options.frame), where the
+ * options allow them (not with clean copies or per-page swap-in).
+ */
+uint32_t rg_frame(const zf_region_options *o)
+{
+	const char *f = getenv("ZF_TEST_FRAME");
+
+	return f && !strcmp(f, "2m") && !o->keep_clean && o->swapin != ZF_SWAPIN_PER_PAGE
+		       ? ZF_FRAME_2M
+		       : 0;
+}
+
+size_t rg_place_unit(const zf_region_options *o)
+{
+	const uint32_t frame = rg_frame(o);
+
+	return frame ? frame : o->unit;
+}
+
+size_t rg_size_for(const zf_region_options *o, size_t size)
+{
+	const uint32_t frame = rg_frame(o);
+	size_t n;
+
+	if (!frame)
+		return size;
+	n = (size + o->unit - 1) / o->unit;
+	return (n < RG_FRAMES_MAX ? n : RG_FRAMES_MAX) * (size_t)frame;
+}
+
 static zf_region *region_make(zf_store *store, size_t size, const zf_region_options *o)
 {
 	zf_region *r = NULL;
@@ -236,31 +269,43 @@ static zf_region *region_make(zf_store *store, size_t size, const zf_region_opti
 		fflush(stdout);
 		_exit(SKIP);
 	}
-	CHECK(ret == 0 && r, "zf_region_create(%s, unit %u, %llu bytes): %s",
-	      mode_name(o->fault_mode), o->unit, U(size), zf_strerror(ret));
+	CHECK(ret == 0 && r, "zf_region_create(%s, unit %u, frame %u, %llu bytes): %s",
+	      mode_name(o->fault_mode), o->unit, o->frame, U(size), zf_strerror(ret));
 	return r;
 }
 
-void rg_open(struct rg *g, const zf_region_options *o, size_t size, zf_store *store)
+void rg_open(struct rg *g, const zf_region_options *opts, size_t size, zf_store *store)
 {
+	zf_region_options o = *opts;
+	const size_t place = rg_place_unit(&o);
+
+	o.frame = rg_frame(&o);
+	size = rg_size_for(&o, size);
 	memset(g, 0, sizeof(*g));
-	g->r = region_make(store, size, o);
+	g->r = region_make(store, size, &o);
 	g->own_store = store != NULL;
 	g->store = store ? store : zf_region_store(g->r);
 	CHECK(g->store, "zf_region_store() is NULL");
-	g->mode = o->fault_mode;
+	g->mode = o.fault_mode;
 	g->base = zf_region_base(g->r);
 	g->size = zf_region_size(g->r);
 	g->unit = zf_region_unit(g->r);
-	CHECK(g->unit == o->unit, "zf_region_unit() %llu, asked for %u", U(g->unit), o->unit);
+	CHECK(g->unit == place, "zf_region_unit() %llu, asked for %llu", U(g->unit), U(place));
 	CHECK(g->size >= size && g->size % g->unit == 0 && g->size - size < g->unit,
 	      "zf_region_size() %llu for %llu bytes of %llu-byte units", U(g->size), U(size),
 	      U(g->unit));
 	CHECK(((uintptr_t)g->base & (PAGE - 1)) == 0, "base %p", (void *)g->base);
+	CHECK(!o.frame || ((uintptr_t)g->base & (o.frame - 1)) == 0,
+	      "base %p of a region of %u-byte frames", (void *)g->base, o.frame);
 	g->nunits = g->size / g->unit;
 	g->npages = g->size / PAGE;
 	g->upages = (unsigned)(g->unit / PAGE);
 	g->order = (unsigned)__builtin_ctz(g->upages);
+	g->sunit = o.unit;
+	/* Before anything touches it: the frames mapped with the huge zero page at creation. */
+	g->zero_mapped = o.frame ? rst(g->r).thp_zero : 0;
+	CHECK(g->zero_mapped <= g->nunits, "thp_zero %llu at creation, %llu frames",
+	      U(g->zero_mapped), U(g->nunits));
 	g->want = aligned_alloc(PAGE, g->size);
 	CHECK(g->want, "out of memory");
 	memset(g->want, 0, g->size);
@@ -357,6 +402,59 @@ size_t present_pages(const void *addr, size_t len)
 		count += vec[i] & 1;
 	free(vec);
 	return count;
+}
+
+/* PAGEMAP_SCAN (Linux 6.7, not in Debian 12's headers): which pages map the zero page. */
+#ifndef PAGEMAP_SCAN
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_PFNZERO (1 << 5)
+struct page_region {
+	uint64_t start, end, categories;
+};
+struct pm_scan_arg {
+	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#endif
+
+/* Pages of [addr, addr + len) that map the zero page (or the huge zero page); 0 untold. */
+static size_t zero_pfn_pages(const void *addr, size_t len)
+{
+	const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	struct page_region out[32];
+	struct pm_scan_arg a = {
+		.size = sizeof(a),
+		.start = (uintptr_t)addr,
+		.end = (uintptr_t)addr + len,
+		.vec = (uintptr_t)out,
+		.vec_len = sizeof(out) / sizeof(out[0]),
+		.category_mask = PAGE_IS_PFNZERO,
+		.return_mask = PAGE_IS_PFNZERO,
+	};
+	size_t count = 0;
+
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		const long n = ioctl(fd, PAGEMAP_SCAN, &a);
+
+		if (n < 0)
+			break;
+		for (long i = 0; i < n; i++)
+			count += (out[i].end - out[i].start) / PAGE;
+		if (a.walk_end >= a.end)
+			break;
+		a.start = a.walk_end;
+	}
+	close(fd);
+	return count;
+}
+
+size_t memory_pages(const void *addr, size_t len)
+{
+	const size_t present = present_pages(addr, len), zero = zero_pfn_pages(addr, len);
+
+	return present > zero ? present - zero : 0;
 }
 
 int unit_present(const struct rg *g, size_t u)

@@ -128,6 +128,14 @@ struct rg {
 	uint8_t *base, *want;
 	size_t size, unit, nunits, npages;
 	unsigned upages, order;
+	size_t sunit; /* the unit the store compresses: unit, or a part of a frame */
+	/*
+	 * With frames, never-written frames [0, zero_mapped) map the huge zero page,
+	 * write-protected, from the region's creation (zf_region_stats.thp_zero then): a read
+	 * of one does not fault and leaves it empty (mincore() sees its pages, which are no
+	 * memory, and a pageout takes nothing of it); its first write faults. 0 otherwise.
+	 */
+	size_t zero_mapped;
 };
 
 /*
@@ -139,6 +147,25 @@ zf_store_options sopts(void);
 /* A store for a region of this unit (unit mode, or split mode for 4 KiB units). */
 zf_store *store_make_with(zf_store_options so, uint32_t unit, unsigned engines);
 zf_store *store_make(uint32_t unit, unsigned engines);
+/*
+ * Frames: with ZF_TEST_FRAME=2m in the environment, rg_open() makes its regions with 2 MiB
+ * frames (zf_region_options.frame) where the options allow them (neither clean copies nor
+ * per-page swap-in), and gives the region as many frames as the case asked units of
+ * o->unit, at most RG_FRAMES_MAX (a case's 1024 units of 4 KiB would be 2 GiB). The
+ * region then places and evicts a frame whole (g->unit, g->nunits, g->upages are the
+ * frame's) while the store compresses units of o->unit. So a case counts what the region
+ * places and evicts in g->unit and g->nunits after rg_open(), and in o->unit only what the
+ * store compresses (a stored unit's index, the store's own unit). What it must know
+ * before rg_open() (a limit, a reclaim batch) comes from rg_place_unit() and
+ * rg_size_for().
+ */
+#define RG_FRAMES_MAX 16
+/* The frame rg_open() makes a region of o with: ZF_FRAME_2M or 0. */
+uint32_t rg_frame(const zf_region_options *o);
+/* The unit such a region places and evicts whole (what g->unit will be). */
+size_t rg_place_unit(const zf_region_options *o);
+/* The size rg_open() asks for when a case asks for size bytes (g->size, rounded up). */
+size_t rg_size_for(const zf_region_options *o, size_t size);
 /* Makes g's region (of store, or of a store of its own when store is NULL); exits 77
  * when userfaultfd is unavailable. */
 void rg_open(struct rg *g, const zf_region_options *o, size_t size, zf_store *store);
@@ -160,8 +187,15 @@ void verify_at(const struct rg *g, size_t off, size_t len, const char *what, int
 #define VERIFY_UNITS(g, u0, u1, what)                                                              \
 	verify_at(g, (u0) * (g)->unit, ((u1) - (u0)) * (g)->unit, what, __LINE__)
 
-/* Pages of [addr, addr + len) with memory behind them (mincore). */
+/* Pages of [addr, addr + len) mapped (mincore): memory, or the zero page. */
 size_t present_pages(const void *addr, size_t len);
+/*
+ * Those of them with memory behind them: not the zero page (read of memory never written;
+ * with frames, never-written frames map the huge zero page from the start). A kernel
+ * without PAGEMAP_SCAN cannot tell: all of them (and no frame maps the huge zero page
+ * there, as the region needs PAGEMAP_SCAN for that).
+ */
+size_t memory_pages(const void *addr, size_t len);
 int unit_present(const struct rg *g, size_t u);
 int unit_absent(const struct rg *g, size_t u);
 /* Units of [u0, u1) with a page in memory: what a zf_region_pageout() of them evicts. */

@@ -35,7 +35,10 @@
  * configuration in a child with a timeout; a watchdog (alarm) names the phase that hung.
  * Waits are for events (a counter reaching a value, a thread's signal), with deadlines
  * that stretch under a sanitizer. ZF_REGION_ONLY=text runs only the child
- * configurations whose name contains text. Returns 0 pass, 1 fail, 77 skip
+ * configurations whose name contains text. ZF_TEST_FRAME=2m runs every case with 2 MiB
+ * frames (zf_region_options.frame) where its options allow them: the unit sizes are then
+ * the store's, in frames of 2 MiB that the region places and evicts whole (CTest's
+ * region_<case>_frames; region_harness.h). Returns 0 pass, 1 fail, 77 skip
  * (zf_region_create() says userfaultfd is unavailable: -EPERM, -ENOSYS, -ENOTSUP).
  */
 #include <stdlib.h>
