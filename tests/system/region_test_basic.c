@@ -7,6 +7,10 @@
  * memory (works in thread mode, EFAULT in SIGBUS mode, as the header says), the stats
  * text, bad options (-EINVAL).
  *
+ * With frames (ZF_TEST_FRAME=2m) the counters are the frame's (the store's stay its
+ * unit's: same-filled pages are counted by the store's unit), and never-written frames
+ * that map the huge zero page from the start read zeros with no fault and stay empty.
+ *
  * In thread mode a service thread counts a fault just after it woke the faulting thread:
  * the checks of fault counters first wait for the faults they expect to be counted.
  */
@@ -124,7 +128,7 @@ static void basic_one(enum zf_fault_mode mode, uint32_t unit, enum zf_swapin_mod
 {
 	zf_region_options o = ropts(mode, unit);
 	const int per_page = swapin == ZF_SWAPIN_PER_PAGE;
-	uint64_t w = 0, sf = 0, zero0, maj, faults_per_unit;
+	uint64_t w = 0, sf = 0, zm = 0, zf = 0, zl, res, zero0, maj, faults_per_unit;
 	zf_region_stats st;
 	zf_store_stats ss;
 	struct rg g;
@@ -133,119 +137,141 @@ static void basic_one(enum zf_fault_mode mode, uint32_t unit, enum zf_swapin_mod
 	o.swapin = swapin;
 	set_phase("basic %s %s%s%s", mode_name(mode), unit_name(unit), per_page ? " per-page" : "",
 		  own_store ? " own-store" : "");
+	/* The store's unit (stats unit) is the one asked for; the region's may be a frame. */
 	rg_open(&g, &o, size - 100, own_store ? store_make(unit, 0) : NULL);
+	size = rg_size_for(&o, size);
 	CHECK(g.size == size, "zf_region_size() %llu, want %llu", U(g.size), U(size));
-	CHECK(g.nunits >= 3, "basic needs 3 units");
+	CHECK(g.nunits >= 3 && !(g.nunits & (g.nunits - 1)),
+	      "basic needs 3 units or more, a power of two (%llu)", U(g.nunits));
 	faults_per_unit = per_page ? g.upages : 1; /* a unit read back whole */
 	st = rst(g.r);
-	CHECK(st.size == size && st.unit == unit, "stats size %llu unit %llu", U(st.size),
-	      U(st.unit));
+	CHECK(st.size == size && st.unit == unit && st.frame == rg_frame(&o),
+	      "stats size %llu unit %llu frame %llu", U(st.size), U(st.unit), U(st.frame));
 	CHECK(st.resident_bytes == 0 && st.swpout == 0 && st.swpin == 0 && st.evicted_units == 0 &&
 		      st.pgfault_zero == 0,
 	      "a fresh region has counters: resident %llu swpout %llu zero %llu",
 	      U(st.resident_bytes), U(st.swpout), U(st.pgfault_zero));
-	CHECK(present_pages(g.base, g.size) == 0, "a fresh region has pages in memory");
+	/* With frames, never-written ones may map the huge zero page: no memory. */
+	CHECK(present_pages(g.base, g.size) == g.zero_mapped * g.upages,
+	      "a fresh region has %llu pages in memory (%llu frames map the huge zero page)",
+	      U(present_pages(g.base, g.size)), U(g.zero_mapped));
+	/*
+	 * The units never written: zm of them map the huge zero page (they stay empty when
+	 * read), zf others read as zeros by a fault each, besides the last one (read first).
+	 */
+	for (size_t u = 0; u < g.nunits; u++) {
+		if (basic_written(u, g.nunits))
+			continue;
+		if (u < g.zero_mapped)
+			zm++;
+		else if (u != g.nunits - 1)
+			zf++;
+	}
+	zl = g.nunits - 1 >= g.zero_mapped;
 
-	/* Never-written memory reads zeros: one unit zero-filled. */
+	/* Never-written memory reads zeros: one unit zero-filled (or none, mapping zeros). */
 	for (size_t i = 0; i < 64; i++)
 		CHECK(g.base[g.size - 1 - i * 61] == 0, "never-written byte is not zero");
-	WAIT_UNTIL((st = rst(g.r)).pgfault_zero >= 1, WAIT_MS);
-	CHECK(st.pgfault_zero >= 1 && st.swpin == 0 && st.pgmajfault == 0,
-	      "reading never-written memory: pgfault_zero %llu swpin %llu pgmajfault %llu",
-	      U(st.pgfault_zero), U(st.swpin), U(st.pgmajfault));
+	WAIT_UNTIL((st = rst(g.r)).pgfault_zero >= zl, WAIT_MS);
+	CHECK(st.pgfault_zero >= zl && (zl || st.pgfault_zero == 0) && st.swpin == 0 &&
+		      st.pgmajfault == 0,
+	      "reading never-written memory%s: pgfault_zero %llu swpin %llu pgmajfault %llu",
+	      zl ? "" : " (the huge zero page)", U(st.pgfault_zero), U(st.swpin), U(st.pgmajfault));
 
-	/* Fill. */
+	/* Fill. The store tells same-filled units of its own (parts of a frame). */
 	for (size_t u = 0; u < g.nunits; u++) {
 		if (!basic_written(u, g.nunits))
 			continue;
 		rg_fill(&g, u, u + 1, 1);
 		w++;
-		if (zf_same_filled(g.want + u * g.unit, g.unit, NULL))
-			sf += g.upages;
+		for (size_t off = u * g.unit; off < (u + 1) * g.unit; off += g.sunit)
+			if (zf_same_filled(g.want + off, g.sunit, NULL))
+				sf += g.sunit / PAGE;
 	}
-	WAIT_UNTIL((st = rst(g.r)).pgfault_zero >= w + 1, WAIT_MS);
-	CHECK(st.resident_bytes == (w + 1) * unit,
+	res = w + zl; /* the units resident: written, and the one read if it faulted */
+	WAIT_UNTIL((st = rst(g.r)).pgfault_zero >= res, WAIT_MS);
+	CHECK(st.resident_bytes == res * g.unit,
 	      "after writing %llu units and reading one: resident_bytes %llu, want %llu", U(w),
-	      U(st.resident_bytes), U((w + 1) * unit));
-	CHECK(st.pgfault_zero >= w + 1 && st.pgfault_zero <= (w + 1) * g.upages,
-	      "pgfault_zero %llu after first touches of %llu units", U(st.pgfault_zero), U(w + 1));
+	      U(st.resident_bytes), U(res * g.unit));
+	CHECK(st.pgfault_zero >= res && st.pgfault_zero <= res * g.upages,
+	      "pgfault_zero %llu after first touches of %llu units", U(st.pgfault_zero), U(res));
 	CHECK(st.swpout == 0 && st.swpin == 0 && st.pgmajfault == 0 && st.evicted_units == 0,
 	      "swpout %llu swpin %llu before any pageout", U(st.swpout), U(st.swpin));
 	zero0 = st.pgfault_zero;
 
 	/* Page the whole region out. */
 	n = zf_region_pageout(g.r, g.base, g.size);
-	CHECK(n == (long)(w + 1), "zf_region_pageout(whole) = %ld, %llu units were resident", n,
-	      U(w + 1));
+	CHECK(n == (long)res, "zf_region_pageout(whole) = %ld, %llu units were resident", n,
+	      U(res));
 	st = rst(g.r);
-	CHECK(st.swpout == (w + 1) * g.upages && st.swpout_units[g.order] == w + 1 &&
-		      st.evict_pageout == w + 1 && st.evicted_units == w + 1 &&
+	CHECK(st.swpout == res * g.upages && st.swpout_units[g.order] == res &&
+		      st.evict_pageout == res && st.evicted_units == res &&
 		      st.resident_bytes == 0 && st.reject == 0 && st.evict_reclaim == 0,
 	      "after pageout of %llu units: swpout %llu swpout_units %llu evict_pageout %llu "
 	      "evicted_units %llu resident_bytes %llu reject %llu",
-	      U(w + 1), U(st.swpout), U(st.swpout_units[g.order]), U(st.evict_pageout),
+	      U(res), U(st.swpout), U(st.swpout_units[g.order]), U(st.evict_pageout),
 	      U(st.evicted_units), U(st.resident_bytes), U(st.reject));
 	ss = sst(g.store);
-	CHECK(ss.stored_pages == (w + 1) * g.upages,
-	      "the store holds %llu pages, %llu were paged out", U(ss.stored_pages),
-	      U((w + 1) * g.upages));
-	CHECK(ss.orig_data_size == (w + 1) * unit && ss.compr_data_size < ss.orig_data_size / 2,
+	CHECK(ss.stored_pages == res * g.upages, "the store holds %llu pages, %llu were paged out",
+	      U(ss.stored_pages), U(res * g.upages));
+	CHECK(ss.orig_data_size == res * g.unit && ss.compr_data_size < ss.orig_data_size / 2,
 	      "store: orig %llu compr %llu (real data compresses 2x or better)",
 	      U(ss.orig_data_size), U(ss.compr_data_size));
 	if (own_store) {
 		/* The never-written unit that was read is a zero unit: same-filled too. */
-		CHECK(ss.zswpout == (w + 1) * g.upages && ss.same_filled_pages == sf + g.upages,
+		CHECK(ss.zswpout == res * g.upages && ss.same_filled_pages == sf + zl * g.upages,
 		      "store: zswpout %llu same_filled %llu, want %llu and %llu", U(ss.zswpout),
-		      U(ss.same_filled_pages), U((w + 1) * g.upages), U(sf + g.upages));
+		      U(ss.same_filled_pages), U(res * g.upages), U(sf + zl * g.upages));
 	}
-	CHECK(present_pages(g.base, g.size) == 0, "%llu pages still in memory after pageout",
-	      U(present_pages(g.base, g.size)));
+	CHECK(present_pages(g.base, g.size) == zm * g.upages,
+	      "%llu pages still in memory after pageout (%llu units map the huge zero page)",
+	      U(present_pages(g.base, g.size)), U(zm));
 	n = zf_region_pageout(g.r, g.base, g.size);
 	CHECK(n == 0, "a second pageout evicted %ld units", n);
 
 	/*
 	 * Read back, units in a scattered order, each first touched in its middle: the
-	 * w + 1 evicted units are major faults (each of their pages, per page), the
-	 * never-written ones zero-filled.
+	 * res evicted units are major faults (each of their pages, per page), the
+	 * never-written ones zero-filled (but those that map the huge zero page: no fault).
 	 */
 	for (size_t i = 0; i < g.nunits; i++) {
 		const size_t u = (i * 5 + 3) & (g.nunits - 1);
 
-		touch_read(g.base + u * unit + g.upages / 2 * PAGE + 123);
+		touch_read(g.base + u * g.unit + g.upages / 2 * PAGE + 123);
 		VERIFY_UNITS(&g, u, u + 1, "read back after pageout");
 	}
-	maj = (w + 1) * faults_per_unit;
-	WAIT_UNTIL((st = rst(g.r)).pgmajfault >= maj &&
-			   st.pgfault_zero >= zero0 + (g.nunits - w - 1) &&
+	maj = res * faults_per_unit;
+	WAIT_UNTIL((st = rst(g.r)).pgmajfault >= maj && st.pgfault_zero >= zero0 + zf &&
 			   lat_sum(&st) >= st.pgmajfault,
 		   WAIT_MS);
 	if (!per_page) {
-		CHECK(st.swpin == (w + 1) * g.upages && st.swpin_units[g.order] == w + 1 &&
-			      st.pgmajfault == w + 1 && st.swpin_fallback[g.order] == 0,
+		CHECK(st.swpin == res * g.upages && st.swpin_units[g.order] == res &&
+			      st.pgmajfault == res && st.swpin_fallback[g.order] == 0,
 		      "whole swap-in of %llu units: swpin %llu swpin_units %llu pgmajfault %llu "
 		      "swpin_fallback %llu",
-		      U(w + 1), U(st.swpin), U(st.swpin_units[g.order]), U(st.pgmajfault),
+		      U(res), U(st.swpin), U(st.swpin_units[g.order]), U(st.pgmajfault),
 		      U(st.swpin_fallback[g.order]));
-		CHECK(st.evicted_units == 0 && st.resident_bytes == g.size,
-		      "after touching every unit: evicted_units %llu resident_bytes %llu",
-		      U(st.evicted_units), U(st.resident_bytes));
+		CHECK(st.evicted_units == 0 && st.resident_bytes == g.size - zm * g.unit,
+		      "after touching every unit: evicted_units %llu resident_bytes %llu (%llu "
+		      "units map the huge zero page)",
+		      U(st.evicted_units), U(st.resident_bytes), U(zm));
 		ss = sst(g.store);
 		CHECK(ss.stored_pages == 0,
 		      "the store still holds %llu pages after every unit came back (keep_clean is "
 		      "off)",
 		      U(ss.stored_pages));
 	} else {
-		CHECK(st.swpin == (w + 1) * g.upages &&
-			      st.swpin_fallback[g.order] == (w + 1) * g.upages &&
-			      st.pgmajfault == (w + 1) * g.upages && st.swpin_units[g.order] == 0,
+		CHECK(st.swpin == res * g.upages && st.swpin_fallback[g.order] == res * g.upages &&
+			      st.pgmajfault == res * g.upages && st.swpin_units[g.order] == 0,
 		      "per-page swap-in of %llu pages: swpin %llu swpin_fallback %llu pgmajfault "
 		      "%llu swpin_units %llu",
-		      U((w + 1) * g.upages), U(st.swpin), U(st.swpin_fallback[g.order]),
+		      U(res * g.upages), U(st.swpin), U(st.swpin_fallback[g.order]),
 		      U(st.pgmajfault), U(st.swpin_units[g.order]));
 	}
-	CHECK(st.pgfault_zero >= zero0 + (g.nunits - w - 1),
-	      "pgfault_zero %llu: reading %llu never-written units should add to %llu",
-	      U(st.pgfault_zero), U(g.nunits - w - 1), U(zero0));
+	CHECK(st.pgfault_zero >= zero0 + zf && (zf || st.pgfault_zero == zero0),
+	      "pgfault_zero %llu: reading %llu never-written units should add to %llu (%llu "
+	      "more map the huge zero page)",
+	      U(st.pgfault_zero), U(zf), U(zero0), U(zm));
 	CHECK(st.fault_fail == 0, "fault_fail %llu", U(st.fault_fail));
 	CHECK(lat_sum(&st) >= st.pgmajfault && st.fault_p50_ns > 0 &&
 		      st.fault_p50_ns <= st.fault_p99_ns && st.fault_p99_ns <= st.fault_p999_ns,
@@ -255,7 +281,7 @@ static void basic_one(enum zf_fault_mode mode, uint32_t unit, enum zf_swapin_mod
 
 	/* Writes after a swap-in go out with the next eviction. */
 	for (size_t u = 0; u < g.nunits; u++) {
-		const size_t off = u * unit + u % g.upages * PAGE + (u * 13) % (PAGE - 1);
+		const size_t off = u * g.unit + u % g.upages * PAGE + (u * 13) % (PAGE - 1);
 
 		g.want[off] ^= 0x5a;
 		g.base[off] = g.want[off];
@@ -274,10 +300,10 @@ static void basic_one(enum zf_fault_mode mode, uint32_t unit, enum zf_swapin_mod
 		const size_t p1 = g.upages > 1 ? 1 : 0, p2 = g.upages > 2 ? 2 : 0;
 
 		touch_read(g.base + p1 * PAGE);
-		g.want[unit + p2 * PAGE + 7] ^= 0xff;
-		g.base[unit + p2 * PAGE + 7] = g.want[unit + p2 * PAGE + 7];
-		g.want[2 * unit + 9] ^= 0xff;
-		g.base[2 * unit + 9] = g.want[2 * unit + 9];
+		g.want[g.unit + p2 * PAGE + 7] ^= 0xff;
+		g.base[g.unit + p2 * PAGE + 7] = g.want[g.unit + p2 * PAGE + 7];
+		g.want[2 * g.unit + 9] ^= 0xff;
+		g.base[2 * g.unit + 9] = g.want[2 * g.unit + 9];
 		PAGEOUT(&g, 0, g.nunits, 3);
 		VERIFY(&g, 0, g.size, "after touching three evicted units and evicting them again");
 		maj += 3 + g.nunits * faults_per_unit;
@@ -287,9 +313,9 @@ static void basic_one(enum zf_fault_mode mode, uint32_t unit, enum zf_swapin_mod
 	maj += 2 * faults_per_unit;
 	expect_majfaults(&g, maj, "units 0 and 1 read through read(2) and write(2)");
 	basic_text(&g);
+	printf("ok   basic %s %s%s%s (%llu units)\n", mode_name(mode), unit_name(unit),
+	       per_page ? " per-page" : "", rg_frame(&o) ? " in 2m frames" : "", U(g.nunits));
 	rg_close(&g);
-	printf("ok   basic %s %s%s (%llu units)\n", mode_name(mode), unit_name(unit),
-	       per_page ? " per-page" : "", U(size / unit));
 }
 
 /* Bad options and ranges: -EINVAL. */
@@ -316,6 +342,19 @@ static void basic_invalid(void)
 	o.swapin = (enum zf_swapin_mode)7;
 	ret = zf_region_create(NULL, MiB(1), &o, &r);
 	CHECK(ret == -EINVAL, "swapin 7: %s", zf_strerror(ret));
+	/* Frames: 2 MiB or none, and neither with clean copies nor with per-page swap-in. */
+	for (int i = 0; i < 4; i++) {
+		o = ropts(ZF_FAULT_THREAD, KiB(64));
+		o.frame = i == 0 ? 4u << 20 : i == 1 ? KiB(64) : ZF_FRAME_2M;
+		o.keep_clean = i == 2;
+		o.swapin = i == 3 ? ZF_SWAPIN_PER_PAGE : ZF_SWAPIN_WHOLE;
+		ret = zf_region_create(NULL, MiB(4), &o, &r);
+		CHECK(ret == -EINVAL, "frame %u%s: %s, want -EINVAL", o.frame,
+		      i == 2   ? " with keep_clean"
+		      : i == 3 ? " with per-page swap-in"
+			       : "",
+		      zf_strerror(ret));
+	}
 	CHECK(zf_region_pageout(g.r, g.base + g.size, PAGE) == -EINVAL, "pageout past the end");
 	CHECK(zf_region_pageout(g.r, g.base - PAGE, PAGE) == -EINVAL, "pageout before the start");
 	CHECK(zf_region_pageout(g.r, g.base + g.size - PAGE, 2 * PAGE) == -EINVAL,
