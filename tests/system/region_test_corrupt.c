@@ -6,7 +6,8 @@
  *           several threads on it, in per-page mode, after readahead met it; with the
  *           program's own SIGBUS handler (thread mode) every touch fails again,
  *           fault_fail counts, and several threads on one bad page each get their
- *           SIGBUS and nobody aborts (row 7).
+ *           SIGBUS and nobody aborts (row 7). With frames a frame is stored as units of
+ *           the store's: one of them goes bad, and a touch anywhere in the frame fails.
  *  full     a pageout into a store that fills up on the way (reject policy, folios in
  *           flight), or that refuses incompressible units (a folio refused when its put
  *           finishes is stored unit by unit): refused units stay resident, writable and
@@ -80,6 +81,24 @@ static void *c_toucher_main(void *arg)
 }
 
 /*
+ * The page whose stored unit store_corrupt() spoils in region unit u: one the store
+ * compresses, not same-filled (the store keeps no data for those), from the middle of u.
+ * With frames a region unit is stored as several units of the store's (g->sunit).
+ */
+static uint64_t stored_page(const struct rg *g, size_t u)
+{
+	const size_t parts = g->unit / g->sunit;
+
+	for (size_t i = 0; i < parts; i++) {
+		const size_t off = u * g->unit + (parts / 2 + i) % parts * g->sunit;
+
+		if (!zf_same_filled(g->want + off, g->sunit, NULL))
+			return off / PAGE + g->sunit / PAGE / 2;
+	}
+	FAILF("unit %llu has no stored unit that is not same-filled", U(u));
+}
+
+/*
  * variant 0: touch it; 1: four threads touch it; 2: per-page swap-in; 3: readahead met it
  * first; 4 (thread mode): a SIGBUS handler of the program's own sees each touch fail,
  * fault_fail counts, the other units still work.
@@ -87,21 +106,21 @@ static void *c_toucher_main(void *arg)
 static int corrupt_child(const struct cfg *c)
 {
 	zf_region_options o = ropts(c->mode, c->unit);
-	const size_t n = c->unit == MiB(2) ? 6 : 16;
 	zf_store *store = store_make(c->unit, 0);
 	struct rg g;
-	size_t bad;
+	size_t n, bad;
 	int ret;
 
 	if (c->variant == 2)
 		o.swapin = ZF_SWAPIN_PER_PAGE;
 	if (c->variant == 3)
 		o.readahead = 4;
-	rg_open(&g, &o, n * c->unit, store);
+	rg_open(&g, &o, (c->unit == MiB(2) ? 6 : 16) * (size_t)c->unit, store);
+	n = g.nunits;
 	rg_fill(&g, 0, n, 1);
 	PAGEOUT(&g, 0, n, n);
 	bad = pick_compressible(&g, c->variant == 3 ? 6 : 2);
-	ret = store_corrupt(store, OWNER, bad * g.upages + g.upages / 2);
+	ret = store_corrupt(store, OWNER, stored_page(&g, bad));
 	CHECK(ret == 0, "store_corrupt(unit %llu): %s", U(bad), zf_strerror(ret));
 	VERIFY_UNITS(&g, bad - 1, bad, "the unit before the corrupt one");
 	if (c->variant == 3) {
@@ -135,7 +154,7 @@ static int corrupt_child(const struct cfg *c)
 			struct c_racer t[4];
 
 			if (u != bad) {
-				ret = store_corrupt(store, OWNER, u * g.upages);
+				ret = store_corrupt(store, OWNER, stored_page(&g, u));
 				CHECK(ret == 0, "store_corrupt(unit %llu): %s", U(u),
 				      zf_strerror(ret));
 			}
