@@ -4,8 +4,10 @@
  *
  *  limit      a region 4x its residency limit walked several times (reads and writes,
  *             one and two walkers, and per-page swap-in): resident bytes, sampled from
- *             another thread and by mincore(), stay within limit + reclaim_batch; idle,
- *             reclaim brings them under the limit; every byte reads back.
+ *             another thread and by mincore() (the zero page is no memory: with frames,
+ *             never-written frames map the huge zero page), stay within limit +
+ *             reclaim_batch; idle, reclaim brings them under the limit; every byte reads
+ *             back. The limit and the batch are in the region's units (frames).
  *  clean      keep_clean: re-evicting a clean unit compresses nothing (the store's
  *             zswpout does not move), a write (also one by read(2)) drops the copy and
  *             goes out; DONTNEED of a clean unit does not bring the copy back.
@@ -51,7 +53,7 @@ static void *lim_sampler_main(void *arg)
 
 		atomic_max(&l->max_resident, st.resident_bytes);
 		if (i++ % 8 == 0)
-			atomic_max(&l->max_present, present_pages(l->g->base, l->g->size) * PAGE);
+			atomic_max(&l->max_present, memory_pages(l->g->base, l->g->size) * PAGE);
 		atomic_fetch_add(&l->samples, 1);
 		sleep_us(50);
 	}
@@ -108,14 +110,18 @@ static void *lim_walker_main(void *arg)
 
 static int limit_one(const struct cfg *c)
 {
-	/* Smaller under a sanitizer; 2 MiB units need 16 MiB (the limit is 2 units at least). */
-	const size_t size = c->unit == MiB(2)	? MiB(16)
-			    : c->unit == KiB(4) ? MiB(4) / (SANITIZED ? 2 : 1) / TSAN_DIV
-						: MiB(16) / (SANITIZED ? 2 : 1) / TSAN_DIV;
-	const uint64_t limit = size / 4;
-	const uint64_t batch = c->unit == KiB(4) ? KiB(64) : c->unit == KiB(64) ? KiB(512) : 0;
-	const unsigned nwalkers = c->variant ? 2 : 1;
 	zf_region_options o = ropts(c->mode, c->unit);
+	/*
+	 * Smaller under a sanitizer; 2 MiB units need 16 MiB (the limit is 2 units at least).
+	 * The limit and the batch are in the units the region evicts: frames, with frames.
+	 */
+	const size_t asked = c->unit == MiB(2)	 ? MiB(16)
+			     : c->unit == KiB(4) ? MiB(4) / (SANITIZED ? 2 : 1) / TSAN_DIV
+						 : MiB(16) / (SANITIZED ? 2 : 1) / TSAN_DIV;
+	const size_t size = rg_size_for(&o, asked), place = rg_place_unit(&o);
+	const uint64_t limit = size / 4;
+	const uint64_t batch = place == KiB(4) ? KiB(64) : place == KiB(64) ? KiB(512) : 0;
+	const unsigned nwalkers = c->variant ? 2 : 1;
 	struct lim_walker w[2];
 	zf_region_stats st;
 	struct lim l;
@@ -124,7 +130,7 @@ static int limit_one(const struct cfg *c)
 
 	o.limit = limit;
 	o.reclaim_batch = batch;
-	rg_open(&g, &o, size, NULL);
+	rg_open(&g, &o, asked, NULL);
 	memset(&l, 0, sizeof(l));
 	l.g = &g;
 	l.bound = limit + (batch ? batch : MiB(2));
@@ -161,9 +167,9 @@ static int limit_one(const struct cfg *c)
 	CHECK(atomic_load(&l.max_present) <= l.bound + l.slack,
 	      "mincore() saw %llu bytes in memory, limit + reclaim_batch is %llu",
 	      U(atomic_load(&l.max_present)), U(l.bound));
-	CHECK(present_pages(g.base, g.size) * PAGE <= l.bound,
+	CHECK(memory_pages(g.base, g.size) * PAGE <= l.bound,
 	      "idle, %llu bytes of the region in memory, limit + batch %llu",
-	      U(present_pages(g.base, g.size) * PAGE), U(l.bound));
+	      U(memory_pages(g.base, g.size) * PAGE), U(l.bound));
 	CHECK(st.evict_reclaim > 0 && st.swpin > 0 && st.fault_fail == 0,
 	      "evict_reclaim %llu swpin %llu fault_fail %llu", U(st.evict_reclaim), U(st.swpin),
 	      U(st.fault_fail));
@@ -375,15 +381,17 @@ static int units_present(const struct rg *g, size_t u0, size_t u1)
 static void readahead_one(enum zf_fault_mode mode, uint32_t unit)
 {
 	zf_region_options o = ropts(mode, unit);
-	const size_t n = unit == KiB(4) ? 1024 : 128;
 	const unsigned iters = SANITIZED ? 60 : 150;
 	uint64_t majors, read_ahead, last_window;
 	zf_region_stats st;
 	struct rg g;
+	size_t n;
 
 	set_phase("readahead %s %s", mode_name(mode), unit_name(unit));
 	o.readahead = RA_UNITS;
-	rg_open(&g, &o, n * unit, NULL);
+	rg_open(&g, &o, (unit == KiB(4) ? 1024 : 128) * (size_t)unit, NULL);
+	n = g.nunits; /* with frames, frames are read ahead */
+	CHECK(n >= 16, "readahead needs 16 units (%llu)", U(n));
 	rg_fill(&g, 0, n, 2);
 	PAGEOUT(&g, 0, n, n);
 	/*
@@ -445,12 +453,13 @@ static void readahead_one(enum zf_fault_mode mode, uint32_t unit)
 		const size_t u = 8 * (i % (n / 8 - 1));
 
 		PAGEOUT(&g, u, u + 8, 8);
-		touch_read(g.base + u * unit);
-		touch_read(g.base + (u + 1) * unit);
+		touch_read(g.base + u * g.unit);
+		touch_read(g.base + (u + 1) * g.unit);
 		if (i % 3 == 1)
 			sleep_us(i % 50);
-		CHECK(madvise(g.base + (u + 2) * unit, 4 * unit, MADV_DONTNEED) == 0, "madvise");
-		zero_want(&g, (u + 2) * unit, 4 * unit);
+		CHECK(madvise(g.base + (u + 2) * g.unit, 4 * g.unit, MADV_DONTNEED) == 0,
+		      "madvise");
+		zero_want(&g, (u + 2) * g.unit, 4 * g.unit);
 		if (i % 2)
 			sleep_ms(1);
 		VERIFY_UNITS(&g, u, u + 8, "units after DONTNEED racing their readahead");
@@ -479,13 +488,16 @@ int case_readahead(void)
 static int advise_child(const struct cfg *c)
 {
 	zf_region_options o = ropts(c->mode, c->unit);
-	const size_t n = 32;
+	/* 32 units (RG_FRAMES_MAX frames, with frames), of the unit the region evicts. */
+	const size_t size = 32 * (size_t)c->unit, place = rg_place_unit(&o);
+	const size_t n = rg_size_for(&o, size) / place;
 	zf_region_stats st;
 	uint64_t maj0, swpin0;
 	struct rg g;
 
 	/* HOT on evicted units brings them in: no faults when touched. */
-	rg_open(&g, &o, n * c->unit, NULL);
+	rg_open(&g, &o, size, NULL);
+	CHECK(g.nunits == n && n >= 16, "%llu units", U(g.nunits));
 	rg_fill(&g, 0, n, 2);
 	PAGEOUT(&g, 0, n, n);
 	swpin0 = rst(g.r).swpin;
@@ -504,7 +516,7 @@ static int advise_child(const struct cfg *c)
 	 * Then one fault that must count, on an evicted unit: the fault thread counts in
 	 * order, so once it shows, so would any fault the check above made.
 	 */
-	touch_read(g.base + 20 * g.unit);
+	touch_read(g.base + 4 * g.unit);
 	WAIT_UNTIL((st = rst(g.r)).pgmajfault > maj0, WAIT_MS);
 	CHECK(st.pgmajfault == maj0 + 1,
 	      "touching units brought in by ZF_ADV_HOT faulted %llu times (and an evicted one "
@@ -514,9 +526,9 @@ static int advise_child(const struct cfg *c)
 	rg_close(&g);
 
 	/* COLD units go first when reclaim needs room. */
-	o.limit = 8 * (uint64_t)c->unit;
-	o.reclaim_batch = 2 * (uint64_t)c->unit;
-	rg_open(&g, &o, n * c->unit, NULL);
+	o.limit = 8 * (uint64_t)place;
+	o.reclaim_batch = 2 * (uint64_t)place;
+	rg_open(&g, &o, size, NULL);
 	rg_fill(&g, 0, 7, 2);
 	CHECK(zf_region_advise(g.r, g.base + 4 * g.unit, 2 * g.unit, ZF_ADV_COLD) == 0, "advise");
 	rg_fill(&g, 7, 9, 2);
@@ -531,7 +543,7 @@ static int advise_child(const struct cfg *c)
 	rg_close(&g);
 
 	/* HOT resident units: the next reclaim passes them. */
-	rg_open(&g, &o, n * c->unit, NULL);
+	rg_open(&g, &o, size, NULL);
 	rg_fill(&g, 0, 7, 2);
 	CHECK(zf_region_advise(g.r, g.base, 2 * g.unit, ZF_ADV_HOT) == 0, "advise");
 	rg_fill(&g, 7, 9, 2);
