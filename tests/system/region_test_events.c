@@ -20,10 +20,16 @@
 
 #include "region_harness.h"
 
-/* Units per region in the events children: 64 at 4k, 32 at 64k, 8 at 2m. */
-static size_t events_units(uint32_t unit)
+/*
+ * Units per region in the events children: 64 at 4k, 32 at 64k, 8 at 2m; of the unit the
+ * region evicts, the frame with frames (fewer then: rg_size_for()). A region of
+ * n * o->unit bytes has as many.
+ */
+static size_t events_units(const zf_region_options *o)
 {
-	return unit == KiB(4) ? 64 : unit == KiB(64) ? 32 : 8;
+	const size_t asked = o->unit == KiB(4) ? 64 : o->unit == KiB(64) ? 32 : 8;
+
+	return rg_size_for(o, asked * o->unit) / rg_place_unit(o);
 }
 
 /* The store must come to hold exactly pages pages (the events are handled a moment later). */
@@ -38,8 +44,8 @@ static void expect_stored(struct rg *g, uint64_t pages, const char *what)
 
 static int events_dontneed(const struct cfg *c)
 {
-	const size_t n = events_units(c->unit), half = n / 2;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = events_units(&o), half = n / 2;
 	zf_region_stats st;
 	uint64_t swpin0, zero0;
 	struct rg g;
@@ -197,8 +203,8 @@ static void close_keeping_foreign(struct rg *g, uint8_t *p, size_t len, uint64_t
 
 static int events_munmap(const struct cfg *c)
 {
-	const size_t n = events_units(c->unit), q = n / 4;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = events_units(&o), q = n / 4;
 	zf_region_stats st;
 	uint8_t *hole, *foreign;
 	size_t flen;
@@ -283,8 +289,8 @@ static int events_munmap(const struct cfg *c)
 
 static int events_mremap(const struct cfg *c)
 {
-	const size_t n = events_units(c->unit), half = n / 2;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = events_units(&o), half = n / 2;
 	size_t len, first;
 	uint8_t *resv, *dst, *moved;
 	zf_region_stats st;
@@ -339,8 +345,8 @@ static int events_mremap(const struct cfg *c)
  * thread C reads the units [n/2, n - 2) (their faults meet A's evictions and the events),
  * the main thread owns [0, n/2): writes, DONTNEEDs whole units and single pages, and
  * checks the unit after each step; halfway it unmaps the last two units and maps memory
- * of its own there. It takes a number of steps (fewer under a sanitizer), and more until
- * A and C have run too.
+ * of its own there. It takes a number of steps (fewer under a sanitizer, and of frames),
+ * and more until A and C have run too.
  */
 struct ev_race {
 	struct rg *g;
@@ -381,9 +387,10 @@ static void *ev_reader_main(void *arg)
 
 static int events_race(const struct cfg *c)
 {
-	const size_t n = events_units(c->unit), mine = n / 2;
 	const zf_region_options o = ropts(c->mode, c->unit);
-	const uint64_t steps = SANITIZED ? 800 : 2000;
+	const size_t n = events_units(&o), mine = n / 2;
+	/* A step writes, drops and checks a unit: a quarter as many of frames (2 MiB). */
+	const uint64_t steps = (SANITIZED ? 800 : 2000) / (rg_place_unit(&o) > KiB(64) ? 4 : 1);
 	const uint64_t deadline = now_ns() + DEADLINE_MS(60000) * 1000000ull;
 	uint8_t *tail = NULL;
 	uint32_t *ver = calloc(mine, sizeof(*ver));

@@ -117,25 +117,25 @@ static void *race_pageout_main(void *arg)
 
 static void evict_race_one(enum zf_fault_mode mode, uint32_t unit, unsigned fault_threads)
 {
-	/* 4k: eight one-page units; 64k: two units; 2m: one unit. Four writers in each. */
+	/*
+	 * 4k: eight one-page units; 64k: two units; 2m: one unit (with frames: as many
+	 * frames). Four writers in each.
+	 */
 	const size_t size = unit == KiB(4) ? KiB(32) : unit == KiB(64) ? KiB(128) : MiB(2);
-	/* The race's rounds: units evicted under the writers, and their writes. */
-	const uint64_t target = (unit == KiB(4)	   ? 4000
-				 : unit == KiB(64) ? 1200
-						   : 130) /
-				(SANITIZED ? 4 : 1);
 	const uint64_t min_writes = 100 * WRITES_STEP;
 	zf_region_options o = ropts(mode, unit);
 	struct race_writer w[4];
 	struct race rc;
 	pthread_t pt;
 	zf_region_stats st;
-	uint64_t ops = 0, rewrites = 0;
+	uint64_t ops = 0, rewrites = 0, target;
 	struct rg g;
 
 	set_phase("evict_race %s %s", mode_name(mode), unit_name(unit));
 	o.fault_threads = fault_threads;
 	rg_open(&g, &o, size, NULL);
+	/* The race's rounds: units evicted under the writers (of the region's unit). */
+	target = (g.unit == KiB(4) ? 4000 : g.unit == KiB(64) ? 1200 : 130) / (SANITIZED ? 4 : 1);
 	memset(&rc, 0, sizeof(rc));
 	rc.g = &g;
 	rc.nwriters = 4;
@@ -258,10 +258,10 @@ static void *mf_main(void *arg)
 static void many_faulters_one(enum zf_fault_mode mode, uint32_t unit, int per_page,
 			      unsigned fault_threads)
 {
-	const unsigned rounds = (unit == MiB(2) ? 60 : 300) / (SANITIZED ? 2 : 1);
 	zf_region_options o = ropts(mode, unit);
 	struct mf_thread t[MF_THREADS];
 	zf_region_stats st;
+	unsigned rounds;
 	struct mf m;
 	struct rg g;
 
@@ -270,6 +270,7 @@ static void many_faulters_one(enum zf_fault_mode mode, uint32_t unit, int per_pa
 	o.fault_threads = fault_threads;
 	o.swapin = per_page ? ZF_SWAPIN_PER_PAGE : ZF_SWAPIN_WHOLE;
 	rg_open(&g, &o, 2 * (size_t)unit, NULL);
+	rounds = (g.unit == MiB(2) ? 60 : 300) / (SANITIZED ? 2 : 1); /* fewer of 2 MiB */
 	rg_fill(&g, 0, 2, 2); /* version 2: no zero units */
 	memset(&m, 0, sizeof(m));
 	m.g = &g;

@@ -116,7 +116,9 @@ static void evict_unit(size_t u)
 static int signal_child(const struct cfg *c)
 {
 	zf_region_options o = ropts(c->mode, c->unit);
-	const size_t n = 32;
+	/* 32 units (RG_FRAMES_MAX frames, with frames), of the unit the region evicts. */
+	const size_t size = 32 * (size_t)c->unit, place = rg_place_unit(&o);
+	const size_t n = rg_size_for(&o, size) / place;
 	struct sigaction sa;
 	sigset_t set;
 	pthread_t h, s;
@@ -124,10 +126,11 @@ static int signal_child(const struct cfg *c)
 	int ran;
 
 	/* With a limit and readahead: reclaim and readahead threads exist too. */
-	o.limit = n / 2 * (uint64_t)c->unit;
-	o.reclaim_batch = 2 * (uint64_t)c->unit;
+	o.limit = n / 2 * (uint64_t)place;
+	o.reclaim_batch = 2 * (uint64_t)place;
 	o.readahead = 2;
-	rg_open(&sg, &o, n * c->unit, NULL);
+	rg_open(&sg, &o, size, NULL);
+	CHECK(sg.nunits == n, "%llu units, want %llu", U(sg.nunits), U(n));
 	rg_fill(&sg, 0, n, 2);
 	memset(&sa, 0, sizeof(sa));
 	if (c->variant == 0) {
@@ -183,7 +186,9 @@ static int signal_child(const struct cfg *c)
 	sigaction(SIGPROF, &sa, NULL);
 	{
 		const struct itimerval it = { { 0, 500 }, { 0, 500 } };
-		const uint64_t want_rounds = SANITIZED ? 4000 : 15000;
+		/* Rounds of units of up to 64 KiB: fewer of frames (each moves 2 MiB). */
+		const uint64_t want_rounds =
+			(SANITIZED ? 4000 : 15000) / (sg.unit > KiB(64) ? sg.unit / KiB(64) : 1);
 		const uint64_t want_signals = SANITIZED ? 500 : 2000;
 		const uint64_t deadline = now_ns() + DEADLINE_MS(60000) * 1000000ull;
 		uint64_t rng = 1, rounds = 0, evicted = 0;
