@@ -99,14 +99,15 @@ static int fork_run(child_fn *fn, const struct cfg *c, struct rg *g, size_t u)
 
 static int fork_one(const struct cfg *c)
 {
-	const size_t n = c->unit == KiB(4) ? 256 : 32;
 	const zf_region_options o = ropts(c->mode, c->unit);
 	struct fork_ctx fc;
 	pthread_t t;
 	struct rg g;
 	char what[120];
+	size_t n;
 
-	rg_open(&g, &o, n * c->unit, NULL);
+	rg_open(&g, &o, (c->unit == KiB(4) ? 256 : 32) * (size_t)c->unit, NULL);
+	n = g.nunits; /* fewer with frames */
 	rg_fill(&g, 0, n, 2);
 	PAGEOUT(&g, 0, n / 2, n / 2);
 	memset(&fc, 0, sizeof(fc));
@@ -254,16 +255,18 @@ static int exit_child(const struct cfg *c)
 {
 	zf_region_options o = ropts(c->mode, c->unit);
 	const int limited = c->variant == 2 || c->variant == 3;
-	const size_t n = 48 / TSAN_DIV;
 	pthread_t t[4];
 	uint64_t t0;
+	size_t n;
 	long e;
 
 	if (limited) {
-		o.limit = 4 * (uint64_t)c->unit;
-		o.reclaim_batch = c->unit;
+		/* Of the unit the region evicts: the frame, with frames. */
+		o.limit = 4 * (uint64_t)rg_place_unit(&o);
+		o.reclaim_batch = rg_place_unit(&o);
 	}
-	rg_open(&xg, &o, n * c->unit, NULL);
+	rg_open(&xg, &o, 48 / TSAN_DIV * (size_t)c->unit, NULL);
+	n = xg.nunits; /* fewer with frames */
 	rg_fill(&xg, 0, n, 2);
 	/* With a limit, reclaim evicts at the same time, down to limit - batch at most. */
 	e = zf_region_pageout(xg.r, xg.base, xg.size);

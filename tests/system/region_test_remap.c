@@ -34,9 +34,15 @@
 #include "common/test_point.h"
 #include "region_harness.h"
 
-static size_t remap_units(uint32_t unit)
+/*
+ * Units in a region of these cases: of the unit the region evicts, the frame with frames
+ * (fewer then: rg_size_for()). A region of n * o->unit bytes has as many.
+ */
+static size_t remap_units(const zf_region_options *o)
 {
-	return unit == KiB(4) ? 64 : unit == KiB(64) ? 32 : 8;
+	const size_t asked = o->unit == KiB(4) ? 64 : o->unit == KiB(64) ? 32 : 8;
+
+	return rg_size_for(o, asked * o->unit) / rg_place_unit(o);
 }
 
 /* An address for len bytes, aligned to a unit, that nothing uses (a reservation). */
@@ -72,8 +78,8 @@ static void check_moved(struct rg *g, const uint8_t *p, size_t u, size_t n, cons
  */
 static int remap_reuse(const struct cfg *c)
 {
-	const size_t n = remap_units(c->unit), half = n / 2, len = 2 * c->unit;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = remap_units(&o), half = n / 2, len = 2 * rg_place_unit(&o);
 	uint8_t *resv, *t;
 	struct rg g;
 
@@ -133,8 +139,8 @@ static int until_unmapped(enum test_point point, void *arg)
 /* Away and straight back, the first REMAP handled only after the second move. */
 static int remap_back(const struct cfg *c)
 {
-	const size_t n = remap_units(c->unit), half = n / 2, len = 2 * c->unit;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = remap_units(&o), half = n / 2, len = 2 * rg_place_unit(&o);
 	struct hold h = { 0 };
 	uint8_t *resv, *t, *a;
 	struct rg g;
@@ -194,8 +200,8 @@ static int until_touched(enum test_point point, void *arg)
 /* The first page of an evicted unit moved away alone, MREMAP_DONTUNMAP, and read at once. */
 static int remap_touch(const struct cfg *c)
 {
-	const size_t n = remap_units(c->unit);
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = remap_units(&o);
 	struct held t = { 0 };
 	uint8_t *resv, *to, *from;
 	struct rg g;
@@ -258,8 +264,8 @@ static int program_acts(enum test_point point, void *arg)
 static int evict_meets(const struct cfg *c)
 {
 	static const enum test_point at[] = { TP_EVICT_CLAIMED, TP_EVICT_MOVED, TP_EVICT_STORED };
-	const size_t n = remap_units(c->unit), len = 2 * c->unit;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = remap_units(&o), len = 2 * rg_place_unit(&o);
 	uint8_t gone[64] = { 0 };
 	struct rg g;
 
@@ -328,8 +334,8 @@ static int program_drops(enum test_point point, void *arg)
  */
 static int evict_drop(const struct cfg *c)
 {
-	const size_t n = remap_units(c->unit);
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = remap_units(&o);
 	struct meet m = { 0 };
 	struct rg g;
 	long ret;
@@ -374,9 +380,9 @@ static int until_claimed(enum test_point point, void *arg)
  */
 static int evict_after_drop(const struct cfg *c)
 {
-	const size_t n = remap_units(c->unit), u = n / 2;
-	const size_t off = c->unit > PAGE ? PAGE : 0;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = remap_units(&o), u = n / 2, unit = rg_place_unit(&o);
+	const size_t off = unit > PAGE ? PAGE : 0;
 	struct held um = { 0 };
 	struct rg g;
 	long ret;
@@ -393,7 +399,7 @@ static int evict_after_drop(const struct cfg *c)
 	ret = zf_region_pageout(g.r, g.base + u * g.unit, g.unit);
 	test_point_set(TP_EVENTS_READ, NULL, NULL);
 	test_point_set(TP_EVICT_CLAIMED, NULL, NULL);
-	CHECK(ret == (c->unit > PAGE ? 1 : 0),
+	CHECK(ret == (unit > PAGE ? 1 : 0),
 	      "pageout right after a DONTNEED of part of unit %llu evicted %ld units", U(u), ret);
 	VERIFY(&g, 0, g.size, "after a DONTNEED and a pageout");
 	sem_destroy(&um.go);
@@ -525,14 +531,16 @@ static void fault_race_disarm(struct fault_race *f)
  */
 static int evict_after_fault(const struct cfg *c)
 {
-	const size_t n = remap_units(c->unit), u = n / 2;
 	zf_region_options o = ropts(c->mode, c->unit);
 	struct fault_race f = { 0 };
+	size_t n, u;
 	pthread_t w;
 	struct rg g;
 	long ret;
 
-	o.keep_clean = 1;
+	o.keep_clean = 1; /* so no frames */
+	n = remap_units(&o);
+	u = n / 2;
 	rg_open(&g, &o, n * c->unit, store_make(c->unit, 2));
 	rg_fill(&g, 0, n, 2);
 	PAGEOUT(&g, u, u + 1, 1);
@@ -563,14 +571,16 @@ static int evict_after_fault(const struct cfg *c)
  */
 static int evict_fault_drop(const struct cfg *c)
 {
-	const size_t n = remap_units(c->unit), u = n / 2;
 	zf_region_options o = ropts(c->mode, c->unit);
 	struct fault_race f = { 0 };
+	size_t n, u;
 	pthread_t w, d;
 	struct rg g;
 	long ret;
 
-	o.keep_clean = 1;
+	o.keep_clean = 1; /* so no frames */
+	n = remap_units(&o);
+	u = n / 2;
 	o.fault_threads = 2; /* thread mode: one held in the fault, one reads the REMOVE */
 	rg_open(&g, &o, n * c->unit, store_make(c->unit, 2));
 	rg_fill(&g, 0, n, 2);

@@ -238,8 +238,8 @@ static void check_units_at(struct rg *g, const uint8_t *p, size_t u, size_t n, c
  */
 static int remap_held(const struct cfg *c, int early)
 {
-	const size_t n = 8, len = 2 * c->unit, k = early ? 3 : 5;
 	const zf_region_options o = ropts(c->mode, c->unit);
+	const size_t n = 8, len = 2 * rg_place_unit(&o), k = early ? 3 : 5;
 	struct late l = { 0 };
 	pthread_t hog, mover;
 	uint8_t *resv, *t;
