@@ -229,12 +229,15 @@ static int uffd_unavailable(int err)
 
 /*
  * ZF_TEST_FRAME=2m runs the cases with 2 MiB frames (zf_region_options.frame), where the
- * options allow them (not with clean copies or per-page swap-in).
+ * options allow them (not with clean copies or per-page swap-in). A case that sets a
+ * frame itself keeps it.
  */
 uint32_t rg_frame(const zf_region_options *o)
 {
 	const char *f = getenv("ZF_TEST_FRAME");
 
+	if (o->frame)
+		return o->frame;
 	return f && !strcmp(f, "2m") && !o->keep_clean && o->swapin != ZF_SWAPIN_PER_PAGE
 		       ? ZF_FRAME_2M
 		       : 0;
