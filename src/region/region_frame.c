@@ -34,20 +34,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "pagemap_compat.h"
 #include "region_internal.h"
-
-/* PAGEMAP_SCAN (Linux 6.7, not in Debian 12's headers): whether a range is PMD-mapped. */
-#ifndef PAGEMAP_SCAN
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#define PAGE_IS_HUGE (1 << 6)
-struct page_region {
-	uint64_t start, end, categories;
-};
-struct pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#endif
 
 /*
  * Whether the frame at addr is mapped by one huge page (PMD) now: 1, 0, or -1 when the

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "region/pagemap_compat.h"
 #include "region_harness.h"
 #include "../unit/codec_pick.h"
 #include "../unit/testutil.h" /* fill_text() */
@@ -406,19 +407,6 @@ size_t present_pages(const void *addr, size_t len)
 	free(vec);
 	return count;
 }
-
-/* PAGEMAP_SCAN (Linux 6.7, not in Debian 12's headers): which pages map the zero page. */
-#ifndef PAGEMAP_SCAN
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#define PAGE_IS_PFNZERO (1 << 5)
-struct page_region {
-	uint64_t start, end, categories;
-};
-struct pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#endif
 
 /* Pages of [addr, addr + len) that map the zero page (or the huge zero page); 0 untold. */
 static size_t zero_pfn_pages(const void *addr, size_t len)
