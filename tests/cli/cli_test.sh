@@ -184,8 +184,9 @@ elif [ "$got" -ne 0 ]; then
 	bad "bench region --size 8m --repeat 1 exited $got"; sed 's/^/  | /' "$tmp/out" | head -20 >&2
 else
 	ok
-	# The defaults: 4k and 64k units, thread and sigbus modes, whole swap-in, no readahead.
-	[ "$(grep -Ec '^sample +lz4:?[0-9]* +(4k|64k) +(thread|sigbus) +0 +whole +[0-9.]+ ' \
+	# The defaults: 4k and 64k units, no frames, no engines, thread and sigbus modes, whole
+	# swap-in, no readahead.
+	[ "$(grep -Ec '^sample +lz4:?[0-9]* +(4k|64k) +0 +(thread|sigbus) +0 +whole +[0-9.]+ ' \
 		"$tmp/out")" -eq 4 ] && ok || bad "bench region table: expected 4 rows"
 	grep -q 'fault p50' "$tmp/out" && ok || bad "bench region table: no header"
 	expect 0 '"bench":"region"' -- "$zf" bench region --size 8m --repeat 1 --unit 16k \
@@ -217,6 +218,30 @@ else
 		bad "bench region: per-page: a fault per page expected"
 	grep -q '"image_size":77824,' "$tmp/out" && ok || bad "bench region: image_size"
 fi
+# Frames: a fault per 2 MiB frame, each placed as a huge page where the system has them.
+expect 0 '"frame":2097152' -- "$zf" bench region --size 8m --repeat 1 --unit 64k --frame 2m \
+	--engines 2 --mode sigbus --json
+grep -q '"unit_name":"64k/2m"' "$tmp/out" && ok || bad "bench region --frame 2m: unit_name"
+grep -q '"touches":4,"pgmajfault":4,' "$tmp/out" && ok ||
+	bad "bench region --frame 2m: a fault per frame expected"
+expect 2 'none or 2m' -- "$zf" bench region --frame 4m
+expect 2 'none or 2m' -- "$zf" pageout --frame 1m
+# bench fresh: a region's first touch against plain memory, every byte checked.
+expect 0 'usage: zfolio bench fresh' -- "$zf" bench fresh --help
+expect 0 'fresh' -- "$zf" bench --help
+"$zf" bench fresh --size 4m --repeat 1 --json >"$tmp/out" 2>&1
+got=$?
+if [ "$got" -eq 77 ]; then
+	grep -q 'userfaultfd' "$tmp/out" && ok || bad "bench fresh: exit 77 without a reason"
+elif [ "$got" -ne 0 ]; then
+	bad "bench fresh --size 4m --repeat 1 exited $got"; sed 's/^/  | /' "$tmp/out" | head -20 >&2
+else
+	[ "$(grep -c '"bench":"fresh"' "$tmp/out")" -eq 6 ] && ok ||
+		bad "bench fresh json: expected 6 cases (plain 4k, plain thp, 4 regions)"
+	grep -q '"case":"region/2m/sigbus".*"baseline":"plain/thp","write_vs_plain":' "$tmp/out" &&
+		ok || bad "bench fresh json: a frames region compared with plain huge pages"
+fi
+expect 2 'repeat' -- "$zf" bench fresh --repeat 0
 expect 2 'power of two' -- "$zf" bench region --unit 12k
 expect 2 'thread or sigbus' -- "$zf" bench region --mode zram
 expect 2 'whole or per-page' -- "$zf" bench region --swapin half
