@@ -29,6 +29,7 @@
 
 #include "../common/test_point.h"
 #include "region_internal.h"
+#include "region_test.h"
 
 #define RG_PUTS_INFLIGHT 3u
 
@@ -490,3 +491,25 @@ long zf_region_pageout(zf_region *r, void *addr, size_t len)
 	pthread_mutex_unlock(&r->evict_lock);
 	return (long)evicted;
 }
+
+#ifdef ZF_TEST_HOOKS
+int region_test_zap_page(zf_region *r, void *addr)
+{
+	int err;
+
+	pthread_mutex_lock(&r->evict_lock);
+	err = stage_register(r, RG_PAGE, 1);
+	if (!err) {
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (region_move(r, r->evict_stage, addr, RG_PAGE, RG_EAGAIN_TRIES, &err) !=
+			    RG_PAGE &&
+		    !err)
+			err = -ENOENT;
+		pthread_rwlock_unlock(&r->read_lock);
+		(void)stage_register(r, RG_PAGE, 0);
+		(void)madvise(r->evict_stage, RG_PAGE, MADV_DONTNEED);
+	}
+	pthread_mutex_unlock(&r->evict_lock);
+	return err;
+}
+#endif

@@ -205,8 +205,22 @@ static int fix_resident(zf_region *r, uint64_t u, uint8_t *page, int wp, uint32_
 {
 	int ret = wp > 0 ? -EEXIST : region_zero_fill(r, page, RG_PAGE);
 
-	if (ret != -EEXIST)
+	if (ret != -EEXIST) {
+		/*
+		 * A hole in a clean unit: a zap of the program's that came after its REMOVE
+		 * was handled (the kernel lets the dropping thread go once the event is read,
+		 * and it may zap after an eviction and a clean swap-in of the unit). The zero
+		 * page placed now is written by copy-on-write, which no write-protect fault
+		 * sees: the copy goes, or the unit's next eviction keeps it and the write is
+		 * lost (soak run 4; region_clean).
+		 */
+		if (!ret && (st & F_CLEAN)) {
+			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
+			INC(r, clean_dropped);
+			*clear = F_CLEAN;
+		}
 		return ret;
+	}
 	if (!wp) {
 		/* Thread mode: a duplicate of a fault served meanwhile. */
 		wake_range(r, page, RG_PAGE);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "region/region_test.h"
 #include "region_harness.h"
 
 /* ---------------------------------------------------------------------------------- */
@@ -346,6 +347,29 @@ static void clean_one(enum zf_fault_mode mode, uint32_t unit)
 	close(pfd[1]);
 	PAGEOUT(&g, 0, n, n); /* every unit was read since the last one */
 	VERIFY(&g, 0, g.size, "after read(2) into a clean page and re-eviction");
+
+	/*
+	 * A page of a clean unit gone with no event: the zap of a DONTNEED that came after
+	 * its REMOVE was handled, and after an eviction and a clean swap-in of the unit
+	 * meanwhile (soak run 4). Read, the hole gets the zero page; written then, that is a
+	 * copy-on-write, which no write-protect fault sees. The unit must not stay clean, or
+	 * its next eviction keeps the old copy (the old bytes came back: 4/4 configurations
+	 * without the fix in fix_resident()).
+	 */
+	{
+		const size_t zu = pick_compressible(&g, ru + 1),
+			     off = zu * unit + (g.upages > 1) * PAGE;
+		int ret;
+
+		ret = region_test_zap_page(g.r, g.base + off);
+		CHECK(ret == 0, "region_test_zap_page: %s", strerror(-ret));
+		memset(g.want + off, 0, PAGE);
+		VERIFY(&g, off, PAGE, "a page of a clean unit gone with no event, read");
+		g.want[off + 7] = 0x5a;
+		g.base[off + 7] = 0x5a;
+		PAGEOUT(&g, zu, zu + 1, 1);
+		VERIFY_UNITS(&g, zu, zu + 1, "that page written after its zero page, evicted");
+	}
 	st = rst(g.r);
 	CHECK(st.fault_fail == 0, "fault_fail %llu", U(st.fault_fail));
 	printf("ok   clean %s %s: clean_kept %llu clean_evict %llu clean_dropped %llu\n",
