@@ -389,8 +389,9 @@ static int events_race(const struct cfg *c)
 {
 	const zf_region_options o = ropts(c->mode, c->unit);
 	const size_t n = events_units(&o), mine = n / 2;
-	/* A step writes, drops and checks a unit: a quarter as many of frames (2 MiB). */
-	const uint64_t steps = (SANITIZED ? 800 : 2000) / (rg_place_unit(&o) > KiB(64) ? 4 : 1);
+	/* A step writes, drops and checks a unit: a quarter as many of frames (2 MiB units
+	 * keep theirs, as before). */
+	const uint64_t steps = (SANITIZED ? 800 : 2000) / (rg_frame(&o) ? 4 : 1);
 	const uint64_t deadline = now_ns() + DEADLINE_MS(60000) * 1000000ull;
 	uint8_t *tail = NULL;
 	uint32_t *ver = calloc(mine, sizeof(*ver));

@@ -186,9 +186,9 @@ static int signal_child(const struct cfg *c)
 	sigaction(SIGPROF, &sa, NULL);
 	{
 		const struct itimerval it = { { 0, 500 }, { 0, 500 } };
-		/* Rounds of units of up to 64 KiB: fewer of frames (each moves 2 MiB). */
+		/* Fewer rounds of frames: each moves 2 MiB (2 MiB units keep theirs, as before). */
 		const uint64_t want_rounds =
-			(SANITIZED ? 4000 : 15000) / (sg.unit > KiB(64) ? sg.unit / KiB(64) : 1);
+			(SANITIZED ? 4000 : 15000) / (rg_frame(&o) ? sg.unit / KiB(64) : 1);
 		const uint64_t want_signals = SANITIZED ? 500 : 2000;
 		const uint64_t deadline = now_ns() + DEADLINE_MS(60000) * 1000000ull;
 		uint64_t rng = 1, rounds = 0, evicted = 0;
