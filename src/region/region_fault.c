@@ -251,7 +251,7 @@ static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *p
 
 	if (!r->frames)
 		return region_zero_fill(r, unit_addr(r, u), r->unit);
-	if (mapped && region_frame_mapped(r, page)) {
+	if (mapped && region_frame_mapped(page)) {
 		ret = protect(r, unit_addr(r, u), r->unit, 0);
 		if (!ret)
 			INC(r, thp_fault_alloc);
@@ -322,8 +322,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		 * A write (or a fault of unknown kind) on a frame that maps the huge zero page:
 		 * a write-protect fault. A read never faults there.
 		 */
-		const int mapped =
-			r->frames && wp != 0 && write != 0 && region_frame_mapped(r, page);
+		const int mapped = r->frames && wp != 0 && write != 0 && region_frame_mapped(page);
 
 		/* Memory never written: zero pages, the whole unit at once. */
 		if (!resident_reserve(r)) {

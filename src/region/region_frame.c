@@ -115,11 +115,10 @@ int region_frame_setup(zf_region *r)
  * Whether the page at addr is mapped (in a never-written frame: the huge zero page, or
  * the zero page where the program dropped part of the frame and so split it).
  */
-int region_frame_mapped(zf_region *r, const uint8_t *addr)
+int region_frame_mapped(const uint8_t *addr)
 {
 	unsigned char in;
 
-	(void)r;
 	return !mincore((void *)((uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1)), RG_PAGE, &in) &&
 	       (in & 1);
 }

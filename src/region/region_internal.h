@@ -475,7 +475,7 @@ int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 
 /* region_frame.c: frames placed as huge pages. */
 int region_frame_setup(zf_region *r);
-int region_frame_mapped(zf_region *r, const uint8_t *addr);
+int region_frame_mapped(const uint8_t *addr);
 void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
 int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst);
 
