@@ -383,8 +383,14 @@ ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
  * Memory the program never wrote reads as zeros, as anonymous memory does. What the
  * program may do to region memory, at any moment, from any thread, while zfolio pages
  * it (zf_region_pageout(), zf_region_advise(), the reclaim thread, swap-ins):
- *   - madvise(MADV_DONTNEED or MADV_FREE): the pages read as zeros once the call returns,
- *     evicted or not, and what zfolio kept of them is dropped;
+ *   - madvise(MADV_DONTNEED): the pages read as zeros once the call returns, evicted or
+ *     not, and what zfolio kept of them is dropped;
+ *   - madvise(MADV_FREE): as outside a region, each page reads as zeros or as before
+ *     until the program writes it, and holds what it wrote from then on; evicted units
+ *     read as zeros. zfolio cannot tell its event from a MADV_DONTNEED's whose pages
+ *     are about to go: the pages a MADV_FREE left are not paged out until the kernel
+ *     reclaims them or the program writes them (ev_remove_unzapped). Use MADV_DONTNEED
+ *     for memory zfolio should not keep;
  *   - munmap() of any part: that part leaves the region; memory the program maps there
  *     afterwards (MAP_FIXED) is its own, and zfolio never touches it;
  *   - mremap() moving any part away: the memory leaves the region with its content,
@@ -571,6 +577,11 @@ typedef struct zf_region_stats {
 	uint64_t clean_dropped; /* clean copies dropped by a write, or a refused eviction */
 	uint64_t swap_ra, swap_ra_hit; /* units read ahead; of them, used before evicted */
 	uint64_t ev_remove, ev_unmap, ev_remap; /* the program's madvise/munmap/mremap */
+	/*
+	 * REMOVEs handled without the program's zap (MADV_FREE, or a MADV_DONTNEED zap later
+	 * than 10 ms): the pages left stay resident, write-protected, until zapped or written.
+	 */
+	uint64_t ev_remove_unzapped;
 	uint64_t copy_eagain, copy_eexist; /* UFFDIO_COPY retries, already-present answers */
 	uint64_t fault_fail; /* faults that could not be served (SIGBUS) */
 	/*

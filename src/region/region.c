@@ -29,6 +29,7 @@
  * UFFDIO_POISON on the page in thread mode (the thread gets SIGBUS), the program's or
  * the default SIGBUS disposition in SIGBUS mode; never a page of zeros.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,8 +247,11 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 		ret = region_setup_store(r, store);
 	if (!ret)
 		ret = region_uffd_register(r);
-	if (!ret)
+	if (!ret) {
+		/* Without it all works, but units a REMOVE left (F_DOUBT) are never evicted. */
+		r->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 		ret = region_frame_setup(r);
+	}
 	if (!ret)
 		ret = region_start(r);
 	if (ret)
@@ -480,6 +484,7 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 	GET(swap_ra);
 	GET(swap_ra_hit);
 	GET(ev_remove);
+	GET(ev_remove_unzapped);
 	GET(ev_unmap);
 	GET(ev_remap);
 	GET(copy_eagain);
@@ -568,6 +573,7 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(swap_ra);
 	FIELD(swap_ra_hit);
 	FIELD(ev_remove);
+	FIELD(ev_remove_unzapped);
 	FIELD(ev_unmap);
 	FIELD(ev_remap);
 	FIELD(copy_eagain);

@@ -172,6 +172,19 @@ void region_put_back(zf_region *r, uint8_t *addr, const uint8_t *src, size_t len
 	}
 }
 
+/* Whether a page of [a, b) (within a unit) is mapped. */
+static int pages_present(uintptr_t a, uintptr_t b)
+{
+	unsigned char vec[ZF_UNIT_MAX / RG_PAGE];
+
+	if (a >= b || mincore((void *)a, b - a, vec))
+		return 0; /* unmapped */
+	for (size_t p = 0; p < (b - a) / RG_PAGE; p++)
+		if (vec[p] & 1)
+			return 1;
+	return 0;
+}
+
 /*
  * Whether the program's zap of [start, end), a REMOVE of queue position i, is still to
  * come: a page of a resident unit in the range is still there, and no event queued
@@ -181,8 +194,6 @@ void region_put_back(zf_region *r, uint8_t *addr, const uint8_t *src, size_t len
 static int zap_pending(zf_region *r, int i, uintptr_t start, uintptr_t end, uint64_t u0,
 		       uint64_t u1)
 {
-	unsigned char vec[ZF_UNIT_MAX / RG_PAGE];
-
 	for (unsigned k = (unsigned)(i + 1); k < r->nqueue; k++) {
 		uintptr_t a, b;
 
@@ -194,17 +205,29 @@ static int zap_pending(zf_region *r, int i, uintptr_t start, uintptr_t end, uint
 	for (uint64_t u = u0; u < u1; u++) {
 		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
 		const uintptr_t ua = (uintptr_t)unit_addr(r, u);
-		const uintptr_t a = ZF_MAX(start, ua), b = ZF_MIN(end, ua + r->unit);
 
 		if ((st & ST_MASK) != ST_RESIDENT && !(st & F_PARTIAL))
 			continue;
-		if (mincore((void *)a, b - a, vec))
-			continue; /* unmapped */
-		for (size_t p = 0; p < (b - a) / RG_PAGE; p++)
-			if (vec[p] & 1)
-				return 1;
+		if (pages_present(ZF_MAX(start, ua), ZF_MIN(end, ua + r->unit)))
+			return 1;
 	}
 	return 0;
+}
+
+/*
+ * Unit u keeps pages a REMOVE covered (its zap has not come): resident, its stored data
+ * stale (the pages still there are the program's until the zap, and MADV_FREE's stay
+ * when written), under doubt until those pages are gone or written (F_DOUBT).
+ */
+static void unit_doubt(zf_region *r, uint64_t u)
+{
+	uint32_t old = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+	while (!atomic_compare_exchange_weak_explicit(&r->state[u], &old,
+						      (old & ~(ST_MASK | F_CLEAN | F_PARTIAL)) |
+							      ST_RESIDENT | F_DOUBT,
+						      memory_order_acq_rel, memory_order_relaxed))
+		;
 }
 
 /*
@@ -216,6 +239,7 @@ static int event_drop(zf_region *r, struct fault_ctx *c, int i, uintptr_t start,
 		      int unmap)
 {
 	uint64_t u0, u1;
+	int unzapped = 0;
 
 	if (!units_of(r, start, end, &u0, &u1))
 		return 0;
@@ -224,15 +248,33 @@ static int event_drop(zf_region *r, struct fault_ctx *c, int i, uintptr_t start,
 	/*
 	 * The program zaps after its REMOVE event is read, so maybe after we are called.
 	 * Until it has, the units stay held: an eviction could still store what it drops
-	 * and bring it back. (No time limit: a zap late by any time is still to come.)
+	 * and bring it back. A MADV_FREE's zap never comes (its pages stay until the kernel
+	 * reclaims them, or the program writes them again), and its event looks the same:
+	 * after RG_ZAP_WAIT_NS the event goes on without the zap. The pages still there are
+	 * write-protected, and their units stay resident under doubt (F_DOUBT): no eviction
+	 * takes a unit while such a page is there (region_doubt_left(), region_evict.c);
+	 * a write unprotects its page (the program's data again, region_fault.c).
 	 */
-	if (!unmap && zap_pending(r, i, start, end, u0, u1))
-		return -EAGAIN;
+	if (!unmap && zap_pending(r, i, start, end, u0, u1)) {
+		const uintptr_t a = ZF_MAX(start, (uintptr_t)r->base);
+		const uintptr_t b = ZF_MIN(end, (uintptr_t)(r->base + r->size));
+		int ret;
+
+		if (now_ns() - r->qtime[i] < RG_ZAP_WAIT_NS)
+			return -EAGAIN;
+		ret = protect(r, (void *)a, b - a, 1);
+		if (ret && ret != -ENOENT)
+			return -EAGAIN; /* the layout changes: after the next event */
+		unzapped = 1;
+		INC(r, ev_remove_unzapped);
+	}
 	for (uint64_t u = u0; u < u1; u++) {
 		const uintptr_t ua = (uintptr_t)unit_addr(r, u), ue = ua + r->unit;
 		const int whole = start <= ua && end >= ue;
 		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
 		const uint32_t s = st & ST_MASK;
+		const int left = unzapped && (s == ST_RESIDENT || (st & F_PARTIAL)) &&
+				 pages_present(ZF_MAX(start, ua), ZF_MIN(end, ue));
 
 		if (s == ST_GONE)
 			continue;
@@ -245,7 +287,10 @@ static int event_drop(zf_region *r, struct fault_ctx *c, int i, uintptr_t start,
 			if (s == ST_EVICTED || (st & F_CLEAN))
 				zf_store_invalidate(r->store, r->owner, unit_index(r, u),
 						    r->unit_pages);
-			unit_set_settled(r, u, unmap ? ST_GONE : ST_EMPTY);
+			if (left)
+				unit_doubt(r, u);
+			else
+				unit_set_settled(r, u, unmap ? ST_GONE : ST_EMPTY);
 			continue;
 		}
 		if (s == ST_RESIDENT) {
@@ -255,8 +300,18 @@ static int event_drop(zf_region *r, struct fault_ctx *c, int i, uintptr_t start,
 						    r->unit_pages);
 				atomic_fetch_and_explicit(&r->state[u], ~F_CLEAN,
 							  memory_order_relaxed);
-				(void)protect(r, (uint8_t *)ua, r->unit, 0);
+				/* Not the pages left under doubt (protected above). */
+				if (!left) {
+					(void)protect(r, (uint8_t *)ua, r->unit, 0);
+				} else {
+					if (start > ua)
+						(void)protect(r, (uint8_t *)ua, start - ua, 0);
+					if (end < ue)
+						(void)protect(r, (uint8_t *)end, ue - end, 0);
+				}
 			}
+			if (left)
+				unit_doubt(r, u);
 			if (unmap)
 				unit_set_settled(r, u, ST_GONE);
 			continue;
@@ -267,15 +322,22 @@ static int event_drop(zf_region *r, struct fault_ctx *c, int i, uintptr_t start,
 				   (unsigned long long)u);
 			continue;
 		}
-		if (unmap) {
-			/* The unmapped part is gone; the rest must be in place. */
+		if (unmap || left) {
+			/*
+			 * The part that stays must be in place: unmapped, the rest is gone;
+			 * dropped with pages of it left (swapped in page by page), the unit
+			 * becomes resident under doubt, its pages all in place.
+			 */
 			for (uintptr_t p = ua; p < ue; p += RG_PAGE) {
 				if (p >= start && p < end)
 					continue;
 				TRY(place_followed(r, i, p, c->buf + (p - ua)));
 			}
 			zf_store_invalidate(r->store, r->owner, unit_index(r, u), r->unit_pages);
-			unit_set_settled(r, u, ST_GONE);
+			if (left)
+				unit_doubt(r, u);
+			else
+				unit_set_settled(r, u, ST_GONE);
 			continue;
 		}
 		memset(c->buf + (ZF_MAX(start, ua) - ua), 0, ZF_MIN(end, ue) - ZF_MAX(start, ua));
@@ -378,6 +440,7 @@ void region_run_queue(zf_region *r, struct fault_ctx *c)
 	}
 	memmove(r->queue, r->queue + done, (r->nqueue - done) * sizeof(r->queue[0]));
 	memmove(r->qseq, r->qseq + done, (r->nqueue - done) * sizeof(r->qseq[0]));
+	memmove(r->qtime, r->qtime + done, (r->nqueue - done) * sizeof(r->qtime[0]));
 	r->nqueue -= done;
 }
 
@@ -405,6 +468,7 @@ static void handle_events(zf_region *r, struct fault_ctx *c, const struct uffd_m
 			region_run_queue(r, c);
 		}
 		r->qseq[r->nqueue] = region_event_seq(r, &msgs[i]);
+		r->qtime[r->nqueue] = now_ns();
 		r->queue[r->nqueue++] = msgs[i];
 	}
 	region_run_queue(r, c);

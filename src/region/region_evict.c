@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "../common/test_point.h"
 #include "region_internal.h"
@@ -308,6 +309,32 @@ static void wait_fault_claim(zf_region *r, uint64_t u)
 }
 
 /*
+ * Whether unit u (F_DOUBT) still has a page a REMOVE left: mapped and write-protected
+ * (/proc/self/pagemap: bits 63, present, and 57, uffd-wp). Said yes when pagemap cannot
+ * tell: such a unit stays resident, which is never wrong. With settle, a unit without
+ * one leaves the doubt (its pages since are zero-fills or written ones, the program's):
+ * only under read_lock, under which no event sets the flag anew.
+ */
+int region_doubt_left(zf_region *r, uint64_t u, int settle)
+{
+	uint64_t pm[ZF_UNIT_MAX / RG_PAGE];
+	const uintptr_t ua = (uintptr_t)unit_addr(r, u);
+	const size_t len = r->unit_pages * sizeof(pm[0]);
+
+	if (!(atomic_load_explicit(&r->state[u], memory_order_acquire) & F_DOUBT))
+		return 0;
+	if (r->pagemap_fd < 0 ||
+	    pread(r->pagemap_fd, pm, len, (off_t)(ua / RG_PAGE * sizeof(pm[0]))) != (ssize_t)len)
+		return 1;
+	for (uint32_t p = 0; p < r->unit_pages; p++)
+		if ((pm[p] >> 63 & 1) && (pm[p] >> 57 & 1))
+			return 1;
+	if (settle)
+		atomic_fetch_and_explicit(&r->state[u], ~F_DOUBT, memory_order_acq_rel);
+	return 0;
+}
+
+/*
  * Claims the units of [first, first + n) that are resident (sel NULL) or selected
  * (sel[i]) and moves their pages out to staging. Returns how many it claimed.
  */
@@ -345,7 +372,7 @@ static uint64_t claim_and_move(struct evict *ev, uint64_t n, const uint8_t *sel,
 	for (uint64_t i = 0; i < n; i++) {
 		uint32_t st = atomic_load_explicit(&r->state[first + i], memory_order_relaxed);
 
-		if ((sel && !sel[i]) || (st & F_EVENT))
+		if ((sel && !sel[i]) || (st & F_EVENT) || region_doubt_left(r, first + i, 1))
 			continue;
 		for (;;) {
 			/* A unit partly swapped in (per page) has the rest of its pages in the

@@ -30,7 +30,6 @@
  *
  * docs/region.md: "Frames".
  */
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -105,8 +104,6 @@ int region_frame_setup(zf_region *r)
 {
 	if (!r->frames)
 		return 0;
-	/* Without it frames work, but the counters cannot tell split from huge. */
-	r->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	premap_zeros(r);
 	return 0;
 }

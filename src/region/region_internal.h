@@ -56,6 +56,13 @@
  */
 #define RG_CHUNK ((size_t)32 << 20)
 #define RG_QUEUE 256 /* events read and not yet handled */
+/*
+ * How long a REMOVE waits for the program's zap before it is handled without it (F_DOUBT).
+ * A MADV_DONTNEED zaps microseconds after its event is read; a MADV_FREE never does, and
+ * the event cannot tell the two apart. Correct either way: the wait only spares a late
+ * zap's units from staying resident until the zap comes.
+ */
+#define RG_ZAP_WAIT_NS (10 * 1000 * 1000ull)
 #define RG_TAILS 32 /* REMAPs whose UNMAPs (of the same mremap call) may still come */
 #define RG_SEQ_STEP 1024 /* places between two events read in order (region_order.c) */
 #define RG_EAGAIN_TRIES 1000 /* an evictor's moves, while the program's events come */
@@ -78,6 +85,12 @@ enum unit_state {
 #define F_EVENT (1u << 8) /* an event waits for the transition to end */
 #define F_PARTIAL (1u << 9) /* per-page mode: some pages in, the store keeps the unit */
 #define F_HOT (1u << 10) /* ZF_ADV_HOT: one more pass of the clock hand */
+/*
+ * A REMOVE was handled before the program's zap came (MADV_FREE, whose zap never comes, or
+ * a MADV_DONTNEED late past RG_ZAP_WAIT_NS): the pages it covered that are still there are
+ * write-protected, and no eviction takes the unit while one of them is (region_events.c).
+ */
+#define F_DOUBT (1u << 11)
 
 /* What a frame's nursery holds (fault_ctx.buf with frames, region_frame.c). */
 enum buf_state {
@@ -103,8 +116,8 @@ struct fault_ctx {
 struct counters {
 	_Atomic uint64_t swpout, swpin, pgmajfault, pgfault_zero, wp_faults, fault_waits,
 		limit_waits, evict_pageout, evict_reclaim, reject, clean_kept, clean_evict,
-		clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_unmap, ev_remap, copy_eagain,
-		copy_eexist, fault_fail, resident_max;
+		clean_dropped, swap_ra, swap_ra_hit, ev_remove, ev_remove_unzapped, ev_unmap,
+		ev_remap, copy_eagain, copy_eexist, fault_fail, resident_max;
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
 	_Atomic uint64_t thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback;
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
@@ -125,7 +138,7 @@ struct zf_region {
 	 */
 	uint32_t unit, unit_pages, order;
 	int frames; /* 2 MiB frames placed as huge pages (region_frame.c) */
-	int pagemap_fd; /* frames: /proc/self/pagemap, to tell a huge mapping (or -1) */
+	int pagemap_fd; /* /proc/self/pagemap: a huge mapping, a REMOVE's pages left (or -1) */
 	uint64_t nunits;
 	uint32_t owner;
 	zf_store *store;
@@ -170,6 +183,7 @@ struct zf_region {
 	 * another order. seq_handled: the latest of the events handled. Under read_lock.
 	 */
 	uint64_t qseq[RG_QUEUE], seq_next, seq_handled;
+	uint64_t qtime[RG_QUEUE]; /* when each queued event was read (now_ns()) */
 	struct {
 		uintptr_t from, len;
 		uint64_t seq;
@@ -482,6 +496,7 @@ int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst);
 /* region_evict.c: evicts units of a chunk; evict_lock held. */
 uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint8_t *sel,
 			    int reclaim);
+int region_doubt_left(zf_region *r, uint64_t u, int settle);
 
 /* region_reclaim.c: the threads' bodies, readahead's note (region_reclaim_kick(): above). */
 void *region_reclaim_main(void *arg);

@@ -64,7 +64,8 @@ static uint64_t reclaim_batch(zf_region *r)
 		for (uint64_t u = 0; u < r->nunits && picked < want; u++) {
 			uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
 
-			if (evictable(st) && (st & F_COLD) && !sel[u]) {
+			if (evictable(st) && (st & F_COLD) && !sel[u] &&
+			    !region_doubt_left(r, u, 0)) {
 				sel[u] = 1;
 				picked++;
 			}
@@ -75,7 +76,7 @@ static uint64_t reclaim_batch(zf_region *r)
 		uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
 
 		r->hand = (r->hand + 1) % r->nunits;
-		if (!evictable(st) || sel[u])
+		if (!evictable(st) || sel[u] || region_doubt_left(r, u, 0))
 			continue;
 		if (st & (F_REF | F_HOT)) {
 			/* Second chance; a hot unit gets a third (its F_HOT goes first). */
@@ -113,7 +114,7 @@ static int units_may_come_free(zf_region *r)
 		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
 
 		if ((st & ST_MASK) == ST_EVICTING || (st & ST_MASK) == ST_LOADING ||
-		    (st & F_EVENT) || evictable(st))
+		    (st & F_EVENT) || (evictable(st) && !region_doubt_left(r, u, 0)))
 			return 1;
 	}
 	return 0;
