@@ -59,6 +59,7 @@ enum { ST_EMPTY, ST_RESIDENT, ST_EVICTING, ST_EVICTED, ST_LOADING, ST_GONE };
 #define F_WAIT 0x08u
 #define F_EVENT 0x10u
 #define F_CLEAN 0x20u
+#define F_DOUBT 0x40u
 
 /* What is mapped at an address. */
 enum {
@@ -81,6 +82,7 @@ enum {
 	O_READ,
 	O_TOUCH,
 	O_DONTNEED,
+	O_FREE,
 	O_MUNMAP,
 	O_MUNMAP_MAP,
 	O_MREMAP,
@@ -147,6 +149,7 @@ struct state {
 	uint8_t remaps_pending;
 	/* The program, as the checker knows it: where each page is, what a read must see. */
 	uint8_t where[NL], expect[NL], ver[NL];
+	uint16_t freed; /* pages MADV_FREE'd and not written since: they may read zeros */
 	struct prog p[2];
 	struct evictor ev;
 	struct service sv;
@@ -164,6 +167,7 @@ static const char *const thread_names[NTHREADS] = { "T1", "T2", "evictor", "serv
 #define R(l) { O_READ, (l), 1, 0 } /* read, and check */
 #define TOUCH(l) { O_TOUCH, (l), 1, 0 } /* read, unchecked (a racing thread) */
 #define DONTNEED(l, n) { O_DONTNEED, (l), (n), 0 }
+#define FREE(l, n) { O_FREE, (l), (n), 0 } /* madvise(MADV_FREE): no zap follows */
 #define MUNMAP(l, n) { O_MUNMAP, (l), (n), 0 }
 #define MUNMAP_MAP(l, n) { O_MUNMAP_MAP, (l), (n), 0 } /* then mmap(MAP_FIXED) new memory */
 #define MREMAP(l, n, to) { O_MREMAP, (l), (n), (to) } /* MREMAP_FIXED to address to */
@@ -259,6 +263,12 @@ static const struct scenario scenarios[] = {
 	  { { ANY, ANY, READ_ALL }, { TOUCH(3), TOUCH(2) } },
 	  1,
 	  0 },
+	{ "free",
+	  "madvise(MADV_FREE) of a whole unit and of part of one, then writes and reads, racing "
+	  "pageouts: its REMOVE is a DONTNEED's, but no zap follows",
+	  { { FREE(0, 2), R(0), W(1), R(1) }, { FREE(2, 1), R(2), W(2), R(3) } },
+	  2,
+	  0 },
 	{ "clean",
 	  "clean copies: a swap-in keeps the copy, a write drops it, eviction reuses it",
 	  { { R(0), W(0), R(0), DONTNEED(1, 1), R(1) }, { R(2), W(3), R(3) } },
@@ -280,6 +290,8 @@ enum {
 	BUG_MOVE_UNCHECKED,
 	BUG_PUTBACK_UNFOLLOWED,
 	BUG_GONE_UNWAITED,
+	BUG_DOUBT_UNCHECKED,
+	BUG_ZAP_FOREVER,
 	NBUGS
 };
 static const struct bug bugs[NBUGS] = {
@@ -287,17 +299,25 @@ static const struct bug bugs[NBUGS] = {
 	  "eviction reads the program's mapping in place: write-protect, compress, re-protect, "
 	  "MADV_DONTNEED (before 8bdbf10)" },
 	{ "zap-unwaited",
-	  "a REMOVE is handled before the program's zap (the wait was bounded, 100 ms)" },
+	  "a REMOVE handled before the program's zap leaves its pages unmarked (the wait was "
+	  "bounded, 100 ms, with nothing after it)" },
 	{ "remap-unfollowed",
 	  "a REMAP places evicted data at its destination, not following later events" },
 	{ "move-unchecked",
-	  "the evictor moves pages out without checking the queue for an UNMAP/REMAP" },
+	  "the evictor moves pages out without checking the queue for an UNMAP/REMAP, or the "
+	  "units for an event's hold" },
 	{ "putback-unfollowed",
 	  "a unit the store refused is copied back at its address first, the queue consulted "
-	  "only when that fails (region_put_back() as of 8bdbf10)" },
+	  "only when that fails, and moves ignore the events' holds (as of 8bdbf10)" },
 	{ "gone-unwaited",
 	  "a fault on a GONE unit is served as plain memory at once, also while a REMAP that "
 	  "moved memory there is unhandled (region_serve() as of 8bdbf10)" },
+	{ "doubt-unchecked",
+	  "an eviction takes a unit whose pages a REMOVE handled before its zap left "
+	  "(F_DOUBT not checked)" },
+	{ "zap-forever",
+	  "a REMOVE waits for its zap with no time limit (before stop 32): a MADV_FREE's never "
+	  "comes" },
 };
 
 static struct {
@@ -580,7 +600,23 @@ static int head_waits(const struct state *s)
 	for (unsigned u = u0; u < u1; u++)
 		if (busy(s->st[u]))
 			return 1;
-	return e->type == EV_REMOVE && !cfg.bug[BUG_ZAP_UNWAITED] && zap_pending(s, 0);
+	return e->type == EV_REMOVE && zap_pending(s, 0);
+}
+
+/*
+ * region_doubt_left(): unit u (F_DOUBT) still has a page that a REMOVE handled before its
+ * zap left: there and write-protected. A unit with none leaves the doubt.
+ */
+static int doubt_left(struct state *s, unsigned u)
+{
+	if (!(s->st[u] & F_DOUBT) || cfg.bug[BUG_DOUBT_UNCHECKED])
+		return 0;
+	for (unsigned k = 0; k < NP; k++)
+		if (s->pres & s->wp & BIT(unit_addr(u) + k))
+			return 1;
+	s->st[u] &= (uint8_t)~F_DOUBT;
+	mx_say("unit %u: no page left under doubt", u);
+	return 0;
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -602,6 +638,7 @@ enum {
 	P_RF_UNLOCK, /* a resident unit's page fixed (claimed under read_lock) */
 	P_RF_RELEASE,
 	P_ZAP, /* madvise(DONTNEED), its event read: zapping page k of the range */
+	P_FREED, /* madvise(FREE), its event read: the pages marked, no zap */
 	P_MAP, /* munmap() returned: mmap(MAP_FIXED) of new memory there */
 	P_DONE,
 };
@@ -636,10 +673,11 @@ static int perform(struct state *s, unsigned t)
 			return model_error("too many writes");
 		s->val[a] = (uint8_t)(l << 4 | ++s->ver[l]);
 		s->expect[l] = s->val[a];
+		s->freed &= (uint16_t)~BIT(l);
 		mx_say("writes page %u v%u at address %u", l, s->ver[l], a);
 		break;
 	case O_READ:
-		if (s->val[a] != s->expect[l])
+		if (s->val[a] != s->expect[l] && !(s->val[a] == 0 && (s->freed & BIT(l))))
 			return mx_violate("wrong-data",
 					  "%s reads page %u at address %u: %s, not %s",
 					  thread_names[t], l, a, val_text(s->val[a]).s,
@@ -891,6 +929,15 @@ static int start_op(struct state *s, unsigned t, unsigned c)
 		return k_send(
 			s, t,
 			(struct event){ .type = EV_REMOVE, .a = a, .b = (uint8_t)(a + o->n) });
+	case O_FREE:
+		if (s->vma[a] != VMA_UFFD)
+			return model_error("MADV_FREE of memory not the region's");
+		mx_say("madvise(FREE) of addresses %u..%u: REMOVE sent, waits for it to be read", a,
+		       a + o->n - 1);
+		p->ph = P_FREED;
+		return k_send(
+			s, t,
+			(struct event){ .type = EV_REMOVE, .a = a, .b = (uint8_t)(a + o->n) });
 	case O_MUNMAP:
 	case O_MUNMAP_MAP: {
 		/* munmap() holds mmap_lock for writing; the event is prepared (mmap_changing)
@@ -1037,10 +1084,17 @@ static int step_prog(struct state *s, unsigned t, unsigned c)
 			return MX_OK;
 		for (unsigned i = 0; i < o->n; i++)
 			s->expect[o->l + i] = 0;
+		s->freed &= (uint16_t) ~((BIT(o->n) - 1) << o->l);
 		mx_say("madvise() returns: the range reads zeros from now");
 		next_op(s, t);
 		return MX_OK;
 	}
+	case P_FREED:
+		/* The kernel marks the pages lazily free: they stay, and no zap comes. */
+		s->freed |= (uint16_t)((BIT(o->n) - 1) << o->l);
+		mx_say("madvise(FREE) returns: the range reads as before, or zeros, until written");
+		next_op(s, t);
+		return MX_OK;
 	case P_MAP:
 		if (s->mm_readers)
 			return MX_DISABLED;
@@ -1208,6 +1262,18 @@ static int evict_move(struct state *s, unsigned c)
 		if (c)
 			return MX_DISABLED;
 		mx_say("read_lock: an UNMAP/REMAP of unit %u is queued: it goes back", e->i);
+		moved_next(s, 1);
+		return MX_OK;
+	}
+	if ((s->st[e->i] & F_EVENT) && !cfg.bug[BUG_MOVE_UNCHECKED] &&
+	    !cfg.bug[BUG_PUTBACK_UNFOLLOWED]) {
+		/*
+		 * move_held(): an event read holds the unit (its zap may be racing): -EBUSY.
+		 * Not in the code of either bug (8bdbf10): it hid both.
+		 */
+		if (c)
+			return MX_DISABLED;
+		mx_say("read_lock: an event holds unit %u: it goes back", e->i);
 		moved_next(s, 1);
 		return MX_OK;
 	}
@@ -1401,8 +1467,10 @@ static int step_evict(struct state *s, unsigned c)
 
 		if (c)
 			return MX_DISABLED;
-		if (!(w & F_EVENT) && state_of(w) == ST_RESIDENT) {
-			s->st[e->i] = (uint8_t)((w & ~ST_MASK) | ST_EVICTING);
+		if (!(w & F_EVENT) && state_of(w) == ST_RESIDENT && doubt_left(s, e->i)) {
+			mx_say("unit %u not claimed (a page under doubt)", e->i);
+		} else if (!(w & F_EVENT) && state_of(w) == ST_RESIDENT) {
+			s->st[e->i] = (uint8_t)((s->st[e->i] & ~ST_MASK) | ST_EVICTING);
 			e->claimed |= (uint8_t)BIT(e->i);
 			mx_say("unit %u EVICTING", e->i);
 		} else {
@@ -1608,8 +1676,21 @@ static uint8_t place_at(const struct state *s, unsigned u, unsigned k)
 	return in ? NOWHERE : a; /* a partial UNMAP: the pages still mapped */
 }
 
-/* The head event: event_drop() (REMOVE, UNMAP) or event_remap(), up to a placement. */
-static int handle_head(struct state *s)
+/* Whether a page of [lo, hi) is there. */
+static int present_in(const struct state *s, unsigned lo, unsigned hi)
+{
+	for (unsigned a = lo; a < hi; a++)
+		if (s->pres & BIT(a))
+			return 1;
+	return 0;
+}
+
+/*
+ * The head event: event_drop() (REMOVE, UNMAP) or event_remap(), up to a placement.
+ * unzapped: a REMOVE whose zap has not come, handled after RG_ZAP_WAIT_NS: its pages
+ * still there were write-protected (give_up()), and their units stay under doubt.
+ */
+static int handle_head(struct state *s, int unzapped)
 {
 	const struct event *e = &s->queue[0];
 	unsigned u0, u1;
@@ -1623,6 +1704,9 @@ static int handle_head(struct state *s)
 		const uint8_t w = s->st[u], ua = unit_addr(u);
 		const int whole = e->a <= ua && e->b >= ua + NP;
 		const unsigned st = state_of(w);
+		const unsigned lo = e->a > ua ? e->a : ua, hi = e->b < ua + NP ? e->b : ua + NP;
+		const int left = unzapped && st == ST_RESIDENT && present_in(s, lo, hi) &&
+				 !cfg.bug[BUG_ZAP_UNWAITED];
 
 		if (st == ST_GONE)
 			continue;
@@ -1652,7 +1736,12 @@ static int handle_head(struct state *s)
 		if (whole) {
 			if (st == ST_EVICTED || (w & F_CLEAN))
 				invalidate(s, u);
-			unit_set_settled(s, u, e->type == EV_UNMAP ? ST_GONE : ST_EMPTY);
+			if (left) {
+				s->st[u] = (uint8_t)((s->st[u] & ~F_CLEAN) | F_DOUBT);
+				mx_say("unit %u stays RESIDENT, under doubt", u);
+			} else {
+				unit_set_settled(s, u, e->type == EV_UNMAP ? ST_GONE : ST_EMPTY);
+			}
 			continue;
 		}
 		if (st == ST_RESIDENT) {
@@ -1663,6 +1752,14 @@ static int handle_head(struct state *s)
 				if (!s->nunread)
 					for (unsigned k = 0; k < NP; k++)
 						s->wp &= (uint8_t)~BIT(ua + k);
+				if (left)
+					for (unsigned a = lo; a < hi; a++)
+						if (s->pres & BIT(a))
+							s->wp |= (uint8_t)BIT(a);
+			}
+			if (left) {
+				s->st[u] |= F_DOUBT;
+				mx_say("unit %u under doubt", u);
 			}
 			if (e->type == EV_UNMAP)
 				unit_set_settled(s, u, ST_GONE);
@@ -1712,7 +1809,7 @@ static int service_act(struct state *s)
 	int ret = MX_OK;
 
 	if (v->ph == S_RUN && s->nq && !head_waits(s)) {
-		ret = handle_head(s);
+		ret = handle_head(s, 0);
 	} else if (s->nunread) {
 		if (s->nq == QMAX)
 			return model_error("the queue is full");
@@ -1727,10 +1824,44 @@ static int service_act(struct state *s)
 	return ret;
 }
 
+/*
+ * RG_ZAP_WAIT_NS passed with the head REMOVE still waiting for its zap (a MADV_FREE's
+ * never comes; a MADV_DONTNEED's may come late by any time): its pages still there are
+ * write-protected, and it is handled. Can happen at any moment of the wait; the
+ * protection needs no event unread (EAGAIN: the event waits on).
+ */
+static int give_up(struct state *s)
+{
+	struct service *v = &s->sv;
+	const struct event *e = &s->queue[0];
+
+	if (cfg.bug[BUG_ZAP_FOREVER] ||
+	    !(v->ph == S_RUN || (v->ph == S_IDLE && !s->wr && !s->rd)) || !s->nq ||
+	    e->type != EV_REMOVE || s->nunread || !zap_pending(s, 0))
+		return MX_DISABLED;
+	for (unsigned u = 0; u < NU; u++)
+		if (busy(s->st[u]) && e->a < unit_addr(u) + NP && e->b > unit_addr(u))
+			return MX_DISABLED;
+	if (v->ph == S_IDLE) {
+		s->wr = 1;
+		mx_say("read_lock (write)");
+	}
+	v->ph = S_RUN;
+	if (!cfg.bug[BUG_ZAP_UNWAITED])
+		for (unsigned a = e->a; a < e->b && a < NR; a++)
+			if (s->pres & BIT(a))
+				s->wp |= (uint8_t)BIT(a);
+	mx_say("the REMOVE waited 10 ms for its zap: handled without it%s",
+	       cfg.bug[BUG_ZAP_UNWAITED] ? "" : ", its pages left write-protected");
+	return handle_head(s, 1);
+}
+
 static int step_service(struct state *s, unsigned c)
 {
 	struct service *v = &s->sv;
 
+	if (c == 1)
+		return give_up(s);
 	if (c)
 		return MX_DISABLED;
 	switch (v->ph) {
