@@ -277,5 +277,6 @@ int case_zap_late(void);
 int case_split(void);
 int case_remap_late(void);
 int case_remap_early(void);
+int case_free(void);
 
 #endif /* ZF_REGION_HARNESS_H */

@@ -28,6 +28,7 @@
  *   region_test_zap.c      zap_late,      a DONTNEED whose zap comes late, an mremap
  *                          remap_late,    whose UNMAP comes late, one whose REMAP comes
  *                          remap_early    after another thread's
+ *                          free           MADV_FREE, whose zap never comes
  *   region_test_split.c    split          units that span two mappings (mprotect)
  * Each file's top comment says what its cases check.
  *
@@ -91,6 +92,7 @@ static const struct {
 	{ "split", case_split, 110 },
 	{ "remap_late", case_remap_late, 110 },
 	{ "remap_early", case_remap_early, 110 },
+	{ "free", case_free, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

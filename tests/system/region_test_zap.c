@@ -1,13 +1,15 @@
 /*
  * region_test_zap.c - the program's thread held off between its events, so that what it
  * does after the first is late: a SCHED_FIFO thread takes its CPU the moment the event
- * is read (a test point). Three cases:
+ * is read (a test point); and MADV_FREE, whose zap never comes. Four cases:
  *
  *  zap_late     madvise(MADV_DONTNEED) whose zap comes late, with a pageout in between.
  *  remap_late   mremap() whose UNMAP (the kernel's second event of a move: the range it
  *               left) comes after another thread moved region memory to that address.
  *  remap_early  mremap() whose REMAP comes after another thread moved region memory to
  *               the address it left (below).
+ *  free         madvise(MADV_FREE): its REMOVE looks like a DONTNEED's, but no zap
+ *               follows (below).
  *
  * zap_late: after the madvise returns, the range must read zeros. Part of a unit: a
  * whole unit is empty (and no eviction's) as soon as the event is handled.
@@ -46,6 +48,7 @@
 #include <unistd.h>
 
 #include "common/test_point.h"
+#include "region/region_test.h"
 #include "region_harness.h"
 
 #define HOG_MS 300 /* longer than the 100 ms zfolio used to wait for a zap */
@@ -176,7 +179,8 @@ static int zap_late(const struct cfg *c)
 	/*
 	 * The zap is held off now. Page the unit out once zfolio has handled the event, or
 	 * once the zap may have come: with the old limit, the first (the bug); now the event
-	 * waits for the zap, so the second.
+	 * waits for the zap (10 ms, then its pages still there are left under doubt, and no
+	 * eviction takes the unit while they are: "free" below), so the second.
 	 */
 	while (rst(g.r).ev_remove == 0 && atomic_load(&l.hog_done) != 2)
 		sched_yield();
@@ -337,5 +341,101 @@ int case_remap_early(void)
 	static const uint32_t all[] = { KiB(4), KiB(64), KiB(2048) };
 
 	each_config("remap early", remap_early, all, 3, 0, 20);
+	return failures ? FAIL : PASS;
+}
+
+/*
+ * free: MADV_FREE's REMOVE is a DONTNEED's, but the pages stay (until the kernel reclaims
+ * them, which it does not here, or the program writes them). The event used to wait for a
+ * zap that never came, holding its units: the next pageout waited for them for good.
+ * Now, after RG_ZAP_WAIT_NS, the event goes on and leaves the pages write-protected, their
+ * units resident and unevictable until every such page is gone or written (F_DOUBT).
+ *
+ * Eight units: 1 and 2 freed whole, the second half of 4 (a unit of one page: all of it),
+ * 6 evicted and then freed; the rest untouched. Unit 2 stands for a MADV_DONTNEED whose
+ * zap comes after its event was handled: its pages are taken afterwards with no event
+ * (region_test_zap_page(), as the late zap would), and must then read zeros, whatever
+ * pageout came in between; without the doubt, that pageout stored the old bytes and they
+ * came back. Unit 1 is written just after the madvise (before the event is handled),
+ * written again, and has its other pages taken; unit 4's freed pages are all written.
+ */
+static void free_expect(const struct rg *g, size_t off, size_t len, const char *what)
+{
+	/* Freed and not written since: as before, or zeros if the kernel took the page. */
+	for (size_t p = off; p < off + len; p += PAGE)
+		if (memcmp(g->base + p, g->want + p, PAGE) && !page_is_zero(g->base + p))
+			FAILF("%s: page %llu of the region reads neither its data nor zeros", what,
+			      U(p / PAGE));
+}
+
+static void take_pages(struct rg *g, size_t off, size_t len)
+{
+	for (size_t p = off; p < off + len; p += PAGE) {
+		const int ret = region_test_zap_page(g->r, g->base + p);
+
+		/* -ENOENT: nothing there (an eviction took it first: the late zap finds none). */
+		CHECK(ret == 0 || ret == -ENOENT, "region_test_zap_page: %s", strerror(-ret));
+	}
+	zero_want(g, off, len);
+}
+
+static int free_one(const struct cfg *c)
+{
+	const size_t n = 8;
+	const zf_region_options o = ropts(c->mode, c->unit);
+	zf_region_stats st;
+	size_t u4, u4len;
+	struct rg g;
+
+	rg_open(&g, &o, n * c->unit, store_make(c->unit, 0));
+	u4 = 4 * g.unit + (g.upages > 1 ? g.unit / 2 : 0);
+	u4len = 5 * g.unit - u4;
+	rg_fill(&g, 0, n, 3);
+	PAGEOUT(&g, 6, 7, 1);
+	CHECK(madvise(g.base + g.unit, 2 * g.unit, MADV_FREE) == 0, "madvise(MADV_FREE): %s",
+	      strerror(errno));
+	g.base[g.unit + 9] = g.want[g.unit + 9] ^= 0x5a; /* most likely before the event */
+	CHECK(madvise(g.base + u4, u4len, MADV_FREE) == 0, "madvise: %s", strerror(errno));
+	CHECK(madvise(g.base + 6 * g.unit, g.unit, MADV_FREE) == 0, "madvise: %s", strerror(errno));
+	zero_want(&g, 6 * g.unit, g.unit); /* evicted: dropped, as a DONTNEED */
+	WAIT_UNTIL((st = rst(g.r)).ev_remove >= 3 && st.ev_remove_unzapped >= 2, WAIT_MS);
+
+	/* The freed units stay; the others go, the freed-evicted one is empty. */
+	set_phase("free %s %s: pageout", mode_name(c->mode), unit_name(c->unit));
+	PAGEOUT(&g, 0, n, n - 4);
+	/* Unit 2: a late DONTNEED zap, after that pageout, before the next touch. */
+	take_pages(&g, 2 * g.unit, g.unit);
+	VERIFY(&g, 2 * g.unit, g.unit, "unit 2, its pages taken as by a late zap");
+	VERIFY(&g, 0, g.unit, "unit 0");
+	VERIFY(&g, g.unit + 9, 1, "a byte written to a freed page");
+	free_expect(&g, g.unit, g.unit, "unit 1, freed, after a pageout");
+	VERIFY(&g, 3 * g.unit, u4 - 3 * g.unit, "units 3 and 4 before the freed part");
+	free_expect(&g, u4, u4len, "the freed part of unit 4");
+	VERIFY(&g, 5 * g.unit, 3 * g.unit, "units 5 to 7 (6: zeros)");
+	/* Unit 1: written again (a write-protect fault), its other pages taken. */
+	memcpy(g.want + g.unit, g.base + g.unit, PAGE);
+	g.base[g.unit + 10] = g.want[g.unit + 10] ^= 0xa5;
+	if (g.upages > 1)
+		take_pages(&g, g.unit + PAGE, g.unit - PAGE);
+	/* Unit 4: every freed page written. */
+	for (size_t p = u4; p < u4 + u4len; p += PAGE) {
+		memcpy(g.want + p, g.base + p, PAGE);
+		g.base[p] = g.want[p] ^= 0x11;
+	}
+	st = rst(g.r);
+	CHECK(st.wp_faults >= 2, "writes to freed pages: wp_faults %llu", U(st.wp_faults));
+	/* Every unit was read since the first pageout: all go, the freed ones too now. */
+	PAGEOUT(&g, 0, n, n);
+	VERIFY(&g, 0, g.size, "after the freed pages were written or taken, evicted");
+	CHECK(rst(g.r).fault_fail == 0, "fault_fail");
+	rg_close(&g);
+	return PASS;
+}
+
+int case_free(void)
+{
+	static const uint32_t all[] = { KiB(4), KiB(64), KiB(2048) };
+
+	each_config("free", free_one, all, 3, 0, 30);
 	return failures ? FAIL : PASS;
 }
