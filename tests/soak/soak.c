@@ -21,6 +21,8 @@
  *   write     new versions over a run of pages (each checked first);
  *   check     a run of pages;
  *   dontneed  madvise(MADV_DONTNEED) of a run: zeros (half the time checked at once);
+ *   free      madvise(MADV_FREE) of a run: each page its version or zeros until its next
+ *             write (no zap follows its REMOVE: docs/region.md, "MADV_FREE");
  *   hole      munmap() and mmap(MAP_FIXED) fresh memory there (or mmap(MAP_FIXED) over
  *             it in one call): zeros, then new versions written; the program's own
  *             memory from then on, which zfolio must never touch (docs/region.md, UNMAP);
@@ -54,6 +56,7 @@
  */
 #include <errno.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
@@ -194,10 +197,20 @@ enum opkind {
 	OP_PAGEOUT,
 	OP_ADVISE,
 	OP_HOLE_FIXED, /* a page's last change only: the hole made by one mmap(MAP_FIXED) */
+	OP_FREE,
 };
 static const char *const op_names[] = {
-	"none",	  "write",    "check",	 "dontneed", "hole (munmap, mmap)",
-	"mremap", "mprotect", "pageout", "advise",   "hole (mmap MAP_FIXED over)",
+	"none",
+	"write",
+	"check",
+	"dontneed",
+	"hole (munmap, mmap)",
+	"mremap",
+	"mprotect",
+	"pageout",
+	"advise",
+	"hole (mmap MAP_FIXED over)",
+	"free (MADV_FREE)",
 };
 
 struct page_shadow {
@@ -206,6 +219,7 @@ struct page_shadow {
 	uint32_t opno; /* the owner's operation that made the last change (0: none) */
 	uint8_t where; /* enum where */
 	uint8_t how; /* enum opkind of the last change */
+	uint8_t freed; /* MADV_FREE'd since that change: zeros are right too */
 };
 
 /*
@@ -307,8 +321,8 @@ struct worker {
 	atomic_size_t op_first, op_pages;
 	_Atomic(uintptr_t) away; /* while mremap has the run away: where it is */
 	/* What it did. */
-	uint64_t checked, writes, dontneeds, holes, mremaps, mprotects, pageouts, advises, lost,
-		refused;
+	uint64_t checked, writes, dontneeds, frees, holes, mremaps, mprotects, pageouts, advises,
+		lost, refused;
 };
 
 struct helper {
@@ -332,6 +346,7 @@ static uint8_t *base;
 static size_t npages, nunits, upages;
 static struct page_shadow *pg;
 static uint8_t *unit_gone; /* units a hole or a move touched: the program's from then on */
+static uint8_t *unit_freed; /* units a MADV_FREE touched: their pages are written at the end */
 static struct slice *slices;
 static struct worker *workers;
 static struct helper pager, reader, forker;
@@ -343,6 +358,13 @@ static atomic_ullong zf_warnings;
 enum { SKIP_PAGER = 1 << 16, SKIP_READER = 1 << 17, SKIP_FORKER = 1 << 18 };
 static unsigned skip_mask;
 static FILE *json;
+
+/* Whether page p reads what the shadow says: its version, or zeros once MADV_FREE'd. */
+static int page_right(const uint8_t *a, size_t p)
+{
+	return page_first_wrong(a, p, pg[p].ver) < 0 ||
+	       (pg[p].freed && page_first_wrong(a, p, 0) < 0);
+}
 
 /* Who this thread is, for a crash report. */
 static __thread const char *role = NULL;
@@ -523,7 +545,7 @@ static void unit_map(size_t p, char *out, size_t cap)
 			if (pg[q].where == PG_LOST)
 				kind = 2;
 			else
-				kind = page_first_wrong(page_addr(q), q, pg[q].ver) >= 0;
+				kind = !page_right(page_addr(q), q);
 		}
 		if (kind != run_kind) {
 			if (run_kind >= 0)
@@ -583,7 +605,7 @@ __attribute__((noreturn)) static void fail_page(size_t p, const uint8_t *a, cons
 static size_t check_run(size_t p, size_t n, const uint8_t *a, const char *what)
 {
 	for (size_t i = 0; i < n; i++)
-		if (page_first_wrong(a + i * PAGE, p + i, pg[p + i].ver) >= 0)
+		if (!page_right(a + i * PAGE, p + i))
 			fail_page(p + i, a + i * PAGE, what);
 	return n;
 }
@@ -927,6 +949,7 @@ static void set_page(struct worker *w, size_t p, uint32_t ver, enum opkind how)
 {
 	pg[p].prev = pg[p].ver;
 	pg[p].ver = ver;
+	pg[p].freed = 0;
 	pg[p].how = (uint8_t)how;
 	pg[p].opno = (uint32_t)atomic_load(&w->opno);
 }
@@ -991,6 +1014,31 @@ static void op_dontneed(struct worker *w)
 	if (rnd(&w->rng, 2)) {
 		atomic_store(&w->step, "checking right after DONTNEED");
 		w->checked += check_run(p, n, base + p * PAGE, "right after madvise(DONTNEED)");
+	}
+}
+
+static void op_free(struct worker *w)
+{
+	size_t p, n = pick_run(w, MAX_RUN, 0, &p);
+
+	if (!n)
+		return;
+	begin(w, OP_FREE, p, n, "madvise(MADV_FREE)");
+	pthread_mutex_lock(&w->sl->lock);
+	if (madvise(base + p * PAGE, n * PAGE, MADV_FREE))
+		fail("madvise(%p, %zu, MADV_FREE): %s", (void *)(base + p * PAGE), n * PAGE,
+		     strerror(errno));
+	for (size_t i = 0; i < n; i++) {
+		unit_freed[(p + i) / upages] = 1;
+		pg[p + i].freed = 1;
+		pg[p + i].how = OP_FREE;
+		pg[p + i].opno = (uint32_t)atomic_load(&w->opno);
+	}
+	pthread_mutex_unlock(&w->sl->lock);
+	w->frees++;
+	if (rnd(&w->rng, 2)) {
+		atomic_store(&w->step, "checking right after FREE");
+		w->checked += check_run(p, n, base + p * PAGE, "right after madvise(FREE)");
 	}
 }
 
@@ -1230,7 +1278,8 @@ static void *worker_main(void *arg)
 
 		atomic_store(&w->opno, i);
 		if (skip_mask & 1u << (op < 56	 ? OP_CHECK
-				       : op < 66 ? OP_DONTNEED
+				       : op < 61 ? OP_DONTNEED
+				       : op < 66 ? OP_FREE
 				       : op < 71 ? OP_HOLE
 				       : op < 78 ? OP_MREMAP
 				       : op < 83 ? OP_MPROTECT
@@ -1241,8 +1290,10 @@ static void *worker_main(void *arg)
 			op_write(w);
 		else if (op < 56)
 			op_check(w);
-		else if (op < 66)
+		else if (op < 61)
 			op_dontneed(w);
+		else if (op < 66)
+			op_free(w);
 		else if (op < 71)
 			op_hole(w);
 		else if (op < 78)
@@ -1338,8 +1389,7 @@ static void *reader_main(void *arg)
 static __attribute__((noreturn)) void child_main(const struct slice *s, uint64_t rng)
 {
 	for (size_t q = s->first; q < s->first + s->pages; q++) {
-		if (pg[q].where == PG_MAPPED &&
-		    page_first_wrong(base + q * PAGE, q, pg[q].ver) >= 0) {
+		if (pg[q].where == PG_MAPPED && !page_right(base + q * PAGE, q)) {
 			char m[600], have[300];
 			int len;
 
@@ -1429,6 +1479,42 @@ static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 }
 
 /* Returns PASS, or SKIP when this configuration's region cannot be made here. */
+/*
+ * For a failure of the end's pageout: the region's units that still have pages mapped,
+ * with how many, how many of them write-protected (/proc/self/pagemap bits 63 and 57:
+ * a REMOVE's pages left under doubt, or a clean unit), and whose pages they are.
+ */
+static void resident_units_report(void)
+{
+	const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (size_t u = 0; u < nunits; u++) {
+		unsigned present = 0, wp = 0, freed = 0, ours = 0;
+
+		for (size_t q = u * upages; q < (u + 1) * upages; q++) {
+			uint64_t e = 0;
+
+			if (pread(fd, &e, sizeof(e),
+				  (off_t)((uintptr_t)(base + q * PAGE) / PAGE * 8)) !=
+			    (ssize_t)sizeof(e))
+				continue;
+			present += (unsigned)(e >> 63 & 1);
+			wp += (unsigned)((e >> 63 & 1) && (e >> 57 & 1));
+			freed += pg[q].freed;
+			ours += pg[q].where == PG_REGION;
+		}
+		if (present && !unit_gone[u])
+			fprintf(stderr,
+				"soak: unit %zu: %u pages mapped, %u write-protected; %u of %zu "
+				"pages the region's, %u freed and not written since%s\n",
+				u, present, wp, ours, upages, freed,
+				unit_freed[u] ? "; MADV_FREE'd this round" : "");
+	}
+	close(fd);
+}
+
 static int run_round(unsigned long long r, const struct config *c, struct totals *t)
 {
 	const uint64_t t0 = now_ns();
@@ -1441,7 +1527,7 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 	zf_region_stats st;
 	zf_store_stats ss;
 	uint64_t resident_seen = 0, ops = 0, checked = 0, holes = 0, mremaps = 0, lost = 0,
-		 refused = 0, mprotects = 0, dontneeds = 0;
+		 refused = 0, mprotects = 0, dontneeds = 0, frees = 0;
 	char repro[256];
 	long n = 0;
 	uint64_t out_end;
@@ -1507,10 +1593,11 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 		     U(nunits));
 	pg = calloc(npages, sizeof(*pg));
 	unit_gone = calloc(nunits, 1);
+	unit_freed = calloc(nunits, 1);
 	slices = calloc(nworkers, sizeof(*slices));
 	workers = calloc(nworkers, sizeof(*workers));
 	child_vec = calloc(npages, 1);
-	if (!pg || !unit_gone || !slices || !workers || !child_vec)
+	if (!pg || !unit_gone || !unit_freed || !slices || !workers || !child_vec)
 		fail("out of memory");
 	for (unsigned i = 0; i < nworkers; i++) {
 		slices[i].first = nunits / nworkers * i * upages;
@@ -1564,6 +1651,7 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 		refused += w->refused;
 		mprotects += w->mprotects;
 		dontneeds += w->dontneeds;
+		frees += w->frees;
 	}
 	atomic_store(&stop_helpers, 1);
 	if (!(skip_mask & SKIP_PAGER))
@@ -1579,6 +1667,27 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 	for (size_t p = 0; p < npages; p++)
 		if (pg[p].where != PG_LOST)
 			checked += check_run(p, 1, base + p * PAGE, "at the end of the round");
+	/*
+	 * Pages MADV_FREE'd stay resident while they are there and not written since the
+	 * event was handled (docs/region.md, "MADV_FREE"; a write just after the madvise may
+	 * come before). A pageout first, which waits for the units events hold: every
+	 * REMOVE is handled after it (the last FREE's may wait 10 ms for its zap, and would
+	 * protect what is written before). Then every page of a unit a MADV_FREE touched is
+	 * written, and may go.
+	 */
+	atomic_store(&main_step, "a pageout, for the events to be handled");
+	if (zf_region_pageout(region, base, npages * PAGE) < 0)
+		fail("zf_region_pageout() of the whole region failed");
+	atomic_store(&main_step, "writing the freed pages");
+	for (size_t p = 0; p < npages; p++)
+		if (unit_freed[p / upages] && pg[p].where == PG_REGION) {
+			const uint32_t v = pg[p].ver + (1u << 31);
+
+			page_fill(base + p * PAGE, p, v);
+			pg[p].prev = pg[p].ver;
+			pg[p].ver = v;
+			pg[p].freed = 0;
+		}
 	atomic_store(&main_step, "a pageout of the whole region");
 	out_end = now_ns() + SETTLE_DEADLINE_NS;
 	for (long k;; n += k) {
@@ -1600,11 +1709,13 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 	 * race, resident_bytes may pass the region's size by the reservations of faults that
 	 * then find the unit taken: the round line says when it did.)
 	 */
-	if (st.resident_bytes)
+	if (st.resident_bytes) {
+		resident_units_report();
 		fail("resident_bytes %llu after pageouts of the whole region with nothing else "
 		     "running (%ld units evicted; reject %llu): residency counted for units "
 		     "that are not resident",
 		     U(st.resident_bytes), n, U(st.reject));
+	}
 	atomic_store(&main_step, "the check after a pageout of everything");
 	for (size_t p = 0; p < npages; p++)
 		if (pg[p].where != PG_LOST)
@@ -1652,12 +1763,13 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 	watchdog_set(0);
 
 	printf("round %llu %s: %llu ops, %llu pages checked, %llu forks, %llu dontneed, %llu "
-	       "holes, %llu mremaps (%llu lost, %llu refused), %llu mprotects; swpout %llu swpin "
-	       "%llu, reclaim %llu units, events %llu/%llu/%llu, resident max %.1f MiB",
-	       U(r), c->name, U(ops), U(checked), U(forker.count), U(dontneeds), U(holes),
+	       "free, %llu holes, %llu mremaps (%llu lost, %llu refused), %llu mprotects; "
+	       "swpout %llu swpin %llu, reclaim %llu units, events %llu/%llu/%llu (%llu "
+	       "unzapped), resident max %.1f MiB",
+	       U(r), c->name, U(ops), U(checked), U(forker.count), U(dontneeds), U(frees), U(holes),
 	       U(mremaps), U(lost), U(refused), U(mprotects), U(st.swpout), U(st.swpin),
 	       U(st.evict_reclaim), U(st.ev_remove), U(st.ev_unmap), U(st.ev_remap),
-	       (double)st.resident_max / (1 << 20));
+	       U(st.ev_remove_unzapped), (double)st.resident_max / (1 << 20));
 	if (limit)
 		printf(" (sampled %.1f, limit %.1f + batch %.2f)",
 		       (double)resident_seen / (1 << 20), (double)limit / (1 << 20),
@@ -1672,17 +1784,19 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 			"{\"round\":%llu,\"config\":\"%s\",\"seed\":\"%#llx\",\"round_seed\":"
 			"\"%#llx\",\"result\":\"pass\",\"ops\":%llu,\"checked\":%llu,\"forks\":%"
 			"llu,"
-			"\"dontneed\":%llu,\"holes\":%llu,\"mremaps\":%llu,\"lost\":%llu,"
+			"\"dontneed\":%llu,\"free\":%llu,\"holes\":%llu,\"mremaps\":%llu,"
+			"\"lost\":%llu,"
 			"\"refused\":%llu,\"mprotects\":%llu,\"swpout\":%llu,\"swpin\":%llu,"
 			"\"evict_pageout\":%llu,\"evict_reclaim\":%llu,\"ev_remove\":%llu,"
-			"\"ev_unmap\":%llu,\"ev_remap\":%llu,\"resident_max\":%llu,\"limit\":%llu,"
+			"\"ev_unmap\":%llu,\"ev_remap\":%llu,\"ev_remove_unzapped\":%llu,"
+			"\"resident_max\":%llu,\"limit\":%llu,"
 			"\"batch\":%llu,\"seconds\":%.2f}\n",
 			U(r), c->name, U(base_seed), U(round_seed), U(ops), U(checked),
-			U(forker.count), U(dontneeds), U(holes), U(mremaps), U(lost), U(refused),
-			U(mprotects), U(st.swpout), U(st.swpin), U(st.evict_pageout),
+			U(forker.count), U(dontneeds), U(frees), U(holes), U(mremaps), U(lost),
+			U(refused), U(mprotects), U(st.swpout), U(st.swpin), U(st.evict_pageout),
 			U(st.evict_reclaim), U(st.ev_remove), U(st.ev_unmap), U(st.ev_remap),
-			U(st.resident_max), U(limit), U(limit ? batch : 0),
-			(double)(now_ns() - t0) / 1e9);
+			U(st.ev_remove_unzapped), U(st.resident_max), U(limit),
+			U(limit ? batch : 0), (double)(now_ns() - t0) / 1e9);
 		fflush(json);
 	}
 	t->rounds++;
@@ -1699,6 +1813,7 @@ static int run_round(unsigned long long r, const struct config *c, struct totals
 		pthread_mutex_destroy(&slices[i].lock);
 	free(pg);
 	free(unit_gone);
+	free(unit_freed);
 	free(slices);
 	free(child_vec);
 	{
@@ -1725,11 +1840,11 @@ static int parse_skip(const char *list)
 		const char *name;
 		unsigned bit;
 	} names[] = {
-		{ "dontneed", 1u << OP_DONTNEED }, { "hole", 1u << OP_HOLE },
-		{ "mremap", 1u << OP_MREMAP },	   { "mprotect", 1u << OP_MPROTECT },
-		{ "pageout", 1u << OP_PAGEOUT },   { "advise", 1u << OP_ADVISE },
-		{ "pager", SKIP_PAGER },	   { "reader", SKIP_READER },
-		{ "fork", SKIP_FORKER },
+		{ "dontneed", 1u << OP_DONTNEED }, { "free", 1u << OP_FREE },
+		{ "hole", 1u << OP_HOLE },	   { "mremap", 1u << OP_MREMAP },
+		{ "mprotect", 1u << OP_MPROTECT }, { "pageout", 1u << OP_PAGEOUT },
+		{ "advise", 1u << OP_ADVISE },	   { "pager", SKIP_PAGER },
+		{ "reader", SKIP_READER },	   { "fork", SKIP_FORKER },
 	};
 	char buf[256], *save = NULL;
 
@@ -1760,7 +1875,8 @@ static void usage(void)
 		"  --config F    only configurations with every token of F (e.g. 2m.sigbus.e2)\n"
 		"  --ops N       operations per worker per round (default %u)\n"
 		"  --workers N   worker threads, each with a slice of the region (default %u)\n"
-		"  --skip LIST   leave out operations or threads: dontneed,hole,mremap,mprotect,\n"
+		"  --skip LIST   leave out operations or threads: "
+		"dontneed,free,hole,mremap,mprotect,\n"
 		"                pageout,advise (the workers'), pager,reader,fork (the threads)\n"
 		"  --json FILE   one JSON object per round, and a summary, to FILE\n"
 		"  --list        print the configurations in round order\n",
