@@ -24,6 +24,8 @@ enum test_point {
 	TP_FAULT_RESIDENT, /* a fault on a resident unit (a hole, a write to a clean page),
 			    * about to claim it */
 	TP_FAULT_FIXED, /* the same: claimed (LOADING), the page fixed, not yet released */
+	TP_ZEROS_UNPROTECT, /* a write to a frame that maps the huge zero page: about to lift
+			     * its protection (claimed LOADING, read_lock shared) */
 	TP_COUNT
 };
 

@@ -252,6 +252,7 @@ static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *p
 	if (!r->frames)
 		return region_zero_fill(r, unit_addr(r, u), r->unit);
 	if (mapped && region_frame_mapped(page)) {
+		TEST_POINT(TP_ZEROS_UNPROTECT);
 		ret = protect(r, unit_addr(r, u), r->unit, 0);
 		if (!ret)
 			INC(r, thp_fault_alloc);

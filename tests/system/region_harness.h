@@ -278,5 +278,6 @@ int case_split(void);
 int case_remap_late(void);
 int case_remap_early(void);
 int case_free(void);
+int case_wp_eagain(void);
 
 #endif /* ZF_REGION_HARNESS_H */

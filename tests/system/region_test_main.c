@@ -29,6 +29,7 @@
  *                          remap_late,    whose UNMAP comes late, one whose REMAP comes
  *                          remap_early    after another thread's
  *                          free           MADV_FREE, whose zap never comes
+ *                          wp_eagain      a write to a fresh frame while an event is unread
  *   region_test_split.c    split          units that span two mappings (mprotect)
  * Each file's top comment says what its cases check.
  *
@@ -93,6 +94,7 @@ static const struct {
 	{ "remap_late", case_remap_late, 110 },
 	{ "remap_early", case_remap_early, 110 },
 	{ "free", case_free, 110 },
+	{ "wp_eagain", case_wp_eagain, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -1,7 +1,8 @@
 /*
  * region_test_zap.c - the program's thread held off between its events, so that what it
  * does after the first is late: a SCHED_FIFO thread takes its CPU the moment the event
- * is read (a test point); and MADV_FREE, whose zap never comes. Four cases:
+ * is read (a test point); MADV_FREE, whose zap never comes; and an event unread while a
+ * fault holds read_lock. Five cases:
  *
  *  zap_late     madvise(MADV_DONTNEED) whose zap comes late, with a pageout in between.
  *  remap_late   mremap() whose UNMAP (the kernel's second event of a move: the range it
@@ -10,6 +11,8 @@
  *               the address it left (below).
  *  free         madvise(MADV_FREE): its REMOVE looks like a DONTNEED's, but no zap
  *               follows (below).
+ *  wp_eagain    a write to a never-written frame while another thread's event is unread
+ *               (below).
  *
  * zap_late: after the madvise returns, the range must read zeros. Part of a unit: a
  * whole unit is empty (and no eviction's) as soon as the event is handled.
@@ -437,5 +440,118 @@ int case_free(void)
 	static const uint32_t all[] = { KiB(4), KiB(64), KiB(2048) };
 
 	each_config("free", free_one, all, 3, 0, 30);
+	return failures ? FAIL : PASS;
+}
+
+/*
+ * wp_eagain (SIGBUS mode, frames): a write to a never-written frame, which maps the huge
+ * zero page write-protected, is served by lifting the protection (place_zeros()), under
+ * read_lock shared. While another thread's event is unread (mmap_changing),
+ * UFFDIO_WRITEPROTECT fails with EAGAIN; retried there, under the lock, as it once was,
+ * it kept the service thread from taking read_lock to read that event, so it failed
+ * for good: the fault spun and the region hung (frames_test "racing", SIGBUS mode, 2 of 2
+ * runs). Now the fault lets go and retries. Here the event is unread at that very moment:
+ * a test point just before the unprotect wakes a thread that drops the other frame
+ * (madvise(DONTNEED): a REMOVE) and waits until the service thread sees the descriptor
+ * readable (TP_EVENTS_PENDING). The fault must then finish, the dropper return.
+ */
+struct eagain {
+	uint8_t *drop; /* the frame the dropper drops */
+	int go[2]; /* a pipe: the dropper sleeps on it */
+	_Atomic int armed, going, pending, dropped;
+};
+
+static void *eagain_dropper(void *arg)
+{
+	struct eagain *e = arg;
+	char ch;
+
+	if (read(e->go[0], &ch, 1) != 1)
+		return (void *)1;
+	atomic_store(&e->going, 1);
+	if (madvise(e->drop, ZF_FRAME_2M, MADV_DONTNEED))
+		return (void *)2;
+	atomic_store(&e->dropped, 1);
+	return NULL;
+}
+
+/* TP_ZEROS_UNPROTECT, in the faulting thread's SIGBUS handler: an event sent, unread. */
+static int eagain_unprotect(enum test_point point, void *arg)
+{
+	struct eagain *e = arg;
+
+	(void)point;
+	if (!atomic_exchange(&e->armed, 0))
+		return 0;
+	if (write(e->go[1], "g", 1) != 1)
+		return 0;
+	while (!atomic_load(&e->pending))
+		;
+	return 0;
+}
+
+/* TP_EVENTS_PENDING, in the service thread: the descriptor is readable, nothing read. */
+static int eagain_pending(enum test_point point, void *arg)
+{
+	struct eagain *e = arg;
+
+	(void)point;
+	if (atomic_load(&e->going))
+		atomic_store(&e->pending, 1);
+	return 0;
+}
+
+static int wp_eagain_one(const struct cfg *c)
+{
+	zf_region_options o = ropts(c->mode, c->unit);
+	struct eagain e = { 0 };
+	zf_region_stats st;
+	pthread_t dropper;
+	void *ret;
+	struct rg g;
+
+	o.frame = ZF_FRAME_2M;
+	rg_open(&g, &o, 2 * (size_t)c->unit, NULL);
+	if (g.nunits != 2 || g.zero_mapped < 2) {
+		rg_close(&g);
+		return SKIP; /* no huge zero page here */
+	}
+	e.drop = g.base + g.unit;
+	CHECK(pipe(e.go) == 0, "pipe: %s", strerror(errno));
+	CHECK(!pthread_create(&dropper, NULL, eagain_dropper, &e), "pthread_create");
+	test_point_set(TP_EVENTS_PENDING, eagain_pending, &e);
+	test_point_set(TP_ZEROS_UNPROTECT, eagain_unprotect, &e);
+	atomic_store(&e.armed, 1);
+	set_phase("wp_eagain %s: the write", unit_name(c->unit));
+	g.base[100] = g.want[100] = 0x5a;
+	CHECK(!pthread_join(dropper, &ret) && !ret, "the dropper failed (%p)", ret);
+	test_point_set(TP_ZEROS_UNPROTECT, NULL, NULL);
+	test_point_set(TP_EVENTS_PENDING, NULL, NULL);
+	close(e.go[0]);
+	close(e.go[1]);
+	CHECK(atomic_load(&e.pending) && atomic_load(&e.dropped),
+	      "the event was not pending at the unprotect (pending %d, dropped %d)",
+	      atomic_load(&e.pending), atomic_load(&e.dropped));
+	WAIT_UNTIL((st = rst(g.r)).ev_remove >= 1 && st.thp_fault_alloc >= 1, WAIT_MS);
+	VERIFY(&g, 0, g.size, "a frame written while an event was unread, the other dropped");
+	CHECK(rst(g.r).fault_fail == 0, "fault_fail");
+	rg_close(&g);
+	return PASS;
+}
+
+int case_wp_eagain(void)
+{
+	static const uint32_t sizes[] = { KiB(4), KiB(64) };
+
+	for (size_t i = 0; i < 2; i++) {
+		const struct cfg c = { ZF_FAULT_SIGBUS, sizes[i], 0 };
+		char name[64];
+
+		snprintf(name, sizeof(name), "wp_eagain sigbus %s", unit_name(sizes[i]));
+		if (!selected(name))
+			continue;
+		set_phase("%s", name);
+		expect_ok(run_child(wp_eagain_one, &c, 30), name);
+	}
 	return failures ? FAIL : PASS;
 }
