@@ -33,12 +33,14 @@
  * docs/region.md: "The program's madvise, munmap and mremap"; failure modes, rows 5, 13,
  * 15, 16 and 18.
  */
+#include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "../common/test_point.h"
 #include "region_internal.h"
+#include "region_test.h"
 
 /* Whether an event queued after position i covers unit u. */
 static int held_later(zf_region *r, unsigned i, uint64_t u)
@@ -517,3 +519,12 @@ void region_drain_events(zf_region *r, struct fault_ctx *c)
 	}
 	pthread_rwlock_unlock(&r->read_lock);
 }
+
+#ifdef ZF_TEST_HOOKS
+int region_test_events_unread(zf_region *r)
+{
+	struct pollfd p = { .fd = r->uffd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+#endif

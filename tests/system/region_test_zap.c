@@ -452,13 +452,17 @@ int case_free(void)
  * for good: the fault spun and the region hung (frames_test "racing", SIGBUS mode, 2 of 2
  * runs). Now the fault lets go and retries. Here the event is unread at that very moment:
  * a test point just before the unprotect wakes a thread that drops the other frame
- * (madvise(DONTNEED): a REMOVE) and waits until the service thread sees the descriptor
- * readable (TP_EVENTS_PENDING). The fault must then finish, the dropper return.
+ * (madvise(DONTNEED): a REMOVE) and waits until the region's descriptor holds the event
+ * (region_test_events_unread()), which the service thread cannot read meanwhile: that
+ * takes read_lock exclusive. (Waiting for the service thread to see it instead hung when
+ * that thread, new, took the lock at the top of its loop after the fault had it.) The
+ * fault must then finish, the dropper return.
  */
 struct eagain {
+	zf_region *r;
 	uint8_t *drop; /* the frame the dropper drops */
 	int go[2]; /* a pipe: the dropper sleeps on it */
-	_Atomic int armed, going, pending, dropped;
+	_Atomic int armed, pending, dropped;
 };
 
 static void *eagain_dropper(void *arg)
@@ -468,7 +472,6 @@ static void *eagain_dropper(void *arg)
 
 	if (read(e->go[0], &ch, 1) != 1)
 		return (void *)1;
-	atomic_store(&e->going, 1);
 	if (madvise(e->drop, ZF_FRAME_2M, MADV_DONTNEED))
 		return (void *)2;
 	atomic_store(&e->dropped, 1);
@@ -485,19 +488,9 @@ static int eagain_unprotect(enum test_point point, void *arg)
 		return 0;
 	if (write(e->go[1], "g", 1) != 1)
 		return 0;
-	while (!atomic_load(&e->pending))
-		;
-	return 0;
-}
-
-/* TP_EVENTS_PENDING, in the service thread: the descriptor is readable, nothing read. */
-static int eagain_pending(enum test_point point, void *arg)
-{
-	struct eagain *e = arg;
-
-	(void)point;
-	if (atomic_load(&e->going))
-		atomic_store(&e->pending, 1);
+	while (!region_test_events_unread(e->r))
+		sched_yield();
+	atomic_store(&e->pending, 1);
 	return 0;
 }
 
@@ -516,17 +509,16 @@ static int wp_eagain_one(const struct cfg *c)
 		rg_close(&g);
 		return SKIP; /* no huge zero page here */
 	}
+	e.r = g.r;
 	e.drop = g.base + g.unit;
 	CHECK(pipe(e.go) == 0, "pipe: %s", strerror(errno));
 	CHECK(!pthread_create(&dropper, NULL, eagain_dropper, &e), "pthread_create");
-	test_point_set(TP_EVENTS_PENDING, eagain_pending, &e);
 	test_point_set(TP_ZEROS_UNPROTECT, eagain_unprotect, &e);
 	atomic_store(&e.armed, 1);
 	set_phase("wp_eagain %s: the write", unit_name(c->unit));
 	g.base[100] = g.want[100] = 0x5a;
 	CHECK(!pthread_join(dropper, &ret) && !ret, "the dropper failed (%p)", ret);
 	test_point_set(TP_ZEROS_UNPROTECT, NULL, NULL);
-	test_point_set(TP_EVENTS_PENDING, NULL, NULL);
 	close(e.go[0]);
 	close(e.go[1]);
 	CHECK(atomic_load(&e.pending) && atomic_load(&e.dropped),
