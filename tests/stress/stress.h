@@ -1,6 +1,6 @@
 /*
  * stress.h - what the stress tests (and region_test) share: whether a sanitizer is on
- * (they shorten their default runs under one), and TSan in particular, their parameters
+ * (sanitized.h: they shorten their default runs under one), their parameters
  * from argv or the environment, a PRNG and a hash of three numbers, and the sample image
  * they fill memory from.
  */
@@ -15,26 +15,7 @@
 
 #include "zfolio.h"
 #include "image.h" /* the sample image (tools/zfolio) */
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-	__has_feature(memory_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
-#if defined(__SANITIZE_THREAD__)
-#define ZF_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZF_TSAN 1
-#endif
-#endif
+#include "sanitized.h"
 
 /* argv[i] if there is one, else the environment variable env, else def. */
 static inline unsigned long long arg_or_env(int argc, char **argv, int i, const char *env,

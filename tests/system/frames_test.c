@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "zfolio.h"
+#include "../stress/sanitized.h"
 #include "../unit/codec_pick.h"
 
 #define PAGE 4096u
@@ -479,7 +480,7 @@ int main(int argc, char **argv)
 				pid = fork();
 				if (pid == 0) {
 					config = name;
-					alarm(60);
+					alarm(DEADLINE_S(60));
 					cases[c].fn(m ? ZF_FAULT_SIGBUS : ZF_FAULT_THREAD,
 						    units[u]);
 					_exit(0);

@@ -36,19 +36,6 @@ enum { PASS = 0, FAIL = 1, SKIP = 77 };
 #define TSAN_DIV 1
 #endif
 
-/*
- * Deadlines stretch under a sanitizer, never shrink: a slow build is not a hang. (Loops
- * of attempts may run fewer rounds there; what they wait for may not get less time.)
- */
-#ifdef ZF_TSAN
-#define DEADLINE_SCALE 8u
-#elif SANITIZED
-#define DEADLINE_SCALE 4u
-#else
-#define DEADLINE_SCALE 1u
-#endif
-#define DEADLINE_MS(ms) (DEADLINE_SCALE * (unsigned)(ms))
-#define DEADLINE_S(s) (DEADLINE_SCALE * (unsigned)(s))
 /* How long a wait for an event may take before the test calls it lost. */
 #define WAIT_MS DEADLINE_MS(5000)
 
