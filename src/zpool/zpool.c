@@ -236,7 +236,7 @@ int zf_pool_alloc(zf_pool *pool, size_t size, uint64_t *handlep)
 	c->objs_used++;
 	c->compr_bytes += size;
 	*handlep = h;
-	ZPOOL_DEBUG_CHECK(pool, c);
+	ZPOOL_DEBUG_CHECK_OP(pool, c);
 out:
 	pthread_mutex_unlock(&c->lock);
 	return ret;
@@ -305,7 +305,7 @@ void zf_pool_free(zf_pool *pool, uint64_t handle)
 		    slack * 100 >= (uint64_t)pool->compact_threshold_pct * c->resident_pages)
 			zpool_compact_class(pool, c);
 	}
-	ZPOOL_DEBUG_CHECK(pool, c);
+	ZPOOL_DEBUG_CHECK_OP(pool, c);
 out:
 	pthread_mutex_unlock(&c->lock);
 }

@@ -3,8 +3,9 @@
  * cross pages, 4 KiB / 64 KiB / 2 MiB objects, compaction (objects move, handles keep
  * reading their own bytes, pages go back), exact stats, bad handles, and mmap/malloc
  * failure injection (-Wl,--wrap) that must give -ENOMEM and leave the pool whole. The
- * dev preset builds with ZF_DEBUG_FULL, which checks the class invariants after every
- * operation; here zpool_check() is also called directly.
+ * dev preset builds with ZF_DEBUG_FULL, which checks the class invariants after its
+ * operations (each one while the class is small, ZPOOL_DEBUG_CHECK_OP); here
+ * zpool_check() is also called directly.
  */
 #include <errno.h>
 #include <setjmp.h>
