@@ -144,6 +144,7 @@ done
 [ "$(grep -Ec '"get_of_bare_passes":\[[0-9.]+\]' "$tmp/out")" -eq 8 ] && ok ||
 	bad "bench store json: one get_of_bare per pass"
 [ "$(grep -c '"ceiling_speedup":' "$tmp/out")" -eq 4 ] && ok || bad "ceiling only with engines"
+[ "$(grep -c '"get_ceiling_speedup":' "$tmp/out")" -eq 4 ] && ok || bad "get ceiling only with engines"
 expect 0 'unit:64k' -- "$zf" bench store --repeat 1 --gets 50
 expect 2 'split or unit' -- "$zf" bench store --layout unit:4k
 expect 2 'split or unit' -- "$zf" bench store --layout zram

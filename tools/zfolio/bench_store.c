@@ -60,7 +60,9 @@ static const struct cli_command bench_store_cmd = {
 		 "engines > 0, each timed pass is followed by a pass through an engines=0 store and a\n"
 		 "ceiling sample: speedup = the median of the engines=0 time over this one, ceiling =\n"
 		 "the median of one bare compression loop's time over that of two loops compressing\n"
-		 "disjoint halves at once. The JSON names the layout \"mode\", as it always has.\n",
+		 "disjoint halves at once; the same for gets (JSON get_speedup, get_ceiling_speedup:\n"
+		 "the engines decompress a folio's units, the getting thread helping). The JSON names\n"
+		 "the layout \"mode\", as it always has.\n",
 	.uses = {
 		{ .opt = OPT_IMAGE, .def = "sample" },
 		{ .opt = OPT_CODEC, .def = "lz4" },
@@ -95,6 +97,7 @@ struct result {
 	int passes;
 	double p50, p99, busy_p50, busy_p99;
 	double speedup, ceiling; /* NAN when not measured */
+	double get_speedup, get_ceiling; /* the same for gets */
 	uint64_t busy_puts;
 	zf_store_stats st; /* after the last put and get pass */
 	char counters[4096]; /* the same, as zf_store_stats_text() */
@@ -281,6 +284,41 @@ static double ceiling_sample(const struct bare *b)
 	return all.seconds / fmax(half[0].seconds, half[1].seconds);
 }
 
+/* A bare decompression loop on a thread of its own (get_ceiling_sample()). */
+struct bare_get {
+	struct bare_job job;
+	uint8_t *dst;
+	double seconds;
+};
+
+static void *bare_get_main(void *arg)
+{
+	struct bare_get *g = arg;
+
+	g->seconds = bare_decompress(&g->job, g->dst);
+	return NULL;
+}
+
+/* The same for a parallel get: one bare decompression loop against two, over halves. */
+static double get_ceiling_sample(const struct bare *b)
+{
+	struct bare_get all = { b->all, b->back, 0 }, half[2];
+	const uint64_t n = b->bytes / all.job.unit;
+	pthread_t th;
+
+	all.job.first = 0;
+	all.job.end = n;
+	all.job.ctx = NULL;
+	half[0] = half[1] = all;
+	bare_get_main(&all);
+	half[0].job.end = half[1].job.first = n / 2;
+	if (pthread_create(&th, NULL, bare_get_main, &half[1]))
+		cli_die(1, "cannot start a thread");
+	bare_get_main(&half[0]);
+	pthread_join(th, NULL);
+	return all.seconds / fmax(half[0].seconds, half[1].seconds);
+}
+
 /* -------------------------------------------------------------------------------- */
 /* The store                                                                        */
 /* -------------------------------------------------------------------------------- */
@@ -455,8 +493,8 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 		       struct result *r)
 {
 	/* Per timed pass: put and get times, the bare loop's, and their ratios. */
-	double *tp = calloc(8 * (size_t)repeat, sizeof(double)), *tg, *tc, *td, *put_of, *get_of,
-	       *speedup, *ceiling;
+	double *tp = calloc(10 * (size_t)repeat, sizeof(double)), *tg, *tc, *td, *put_of, *get_of,
+	       *speedup, *ceiling, *get_speedup, *get_ceiling;
 	struct bare bare;
 	zf_store *s, *s0 = NULL;
 	double p50[LATENCY_ROUNDS], p99[LATENCY_ROUNDS];
@@ -476,6 +514,8 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	get_of = put_of + repeat;
 	speedup = get_of + repeat;
 	ceiling = speedup + repeat;
+	get_speedup = ceiling + repeat;
+	get_ceiling = get_speedup + repeat;
 	r->cfg = *c;
 	r->image = image;
 	r->codec = codec;
@@ -533,6 +573,14 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 			cli_die(1, "%s: byte %llu (page %llu) came back wrong", image,
 				(unsigned long long)off, (unsigned long long)(off / ZF_PAGE_SIZE));
 		}
+		if (c->engines && k >= 0) {
+			/* Gets: the engines=0 store's time over this one's, and their ceiling. */
+			get_speedup[k] =
+				get_range(s0, back, 0, bytes, c->get_units ? r->unit : c->folio,
+					  c->get_units) /
+				tg[k];
+			get_ceiling[k] = get_ceiling_sample(&bare);
+		}
 	}
 	r->put_mbps = (double)bytes / 1e6 / cli_median(tp, repeat);
 	r->get_mbps = (double)bytes / 1e6 / cli_median(tg, repeat);
@@ -544,10 +592,12 @@ static void run_config(const char *image, const zf_codec *codec, const uint8_t *
 	r->put_of_bare = cli_median(put_of, repeat);
 	r->get_of_bare = cli_median(get_of, repeat);
 	bare_close(&bare);
-	r->speedup = r->ceiling = NAN;
+	r->speedup = r->ceiling = r->get_speedup = r->get_ceiling = NAN;
 	if (c->engines) {
 		r->speedup = cli_median(speedup, repeat);
 		r->ceiling = cli_median(ceiling, repeat);
+		r->get_speedup = cli_median(get_speedup, repeat);
+		r->get_ceiling = cli_median(get_ceiling, repeat);
 		zf_store_destroy(s0);
 	}
 	free(tp);
@@ -635,6 +685,9 @@ static void print_json(const struct result *r)
 		cli_json_num("ceiling_speedup", r->ceiling, 3);
 		cli_json_num("put_speedup", r->speedup, 3);
 		cli_json_num("speedup_of_ceiling", r->speedup / r->ceiling, 3);
+		cli_json_num("get_ceiling_speedup", r->get_ceiling, 3);
+		cli_json_num("get_speedup", r->get_speedup, 3);
+		cli_json_num("get_speedup_of_ceiling", r->get_speedup / r->get_ceiling, 3);
 	}
 	/* The counters, as zf_store_stats_text() names them. */
 	cli_json_counters(r->counters);
@@ -644,10 +697,10 @@ static void print_json(const struct result *r)
 static void print_header(void)
 {
 	printf("%-14s %-7s %-10s %5s %3s %5s  %8s %8s %6s  %8s %8s %6s  %6s %9s  %7s %7s  %7s "
-	       "%7s  %7s %7s\n",
+	       "%7s  %7s %7s  %7s %7s\n",
 	       "image", "codec", "layout", "folio", "eng", "unit", "put MB/s", "bare", "of",
 	       "get MB/s", "bare", "of", "ratio", "mem", "get p50", "p99", "busy50", "p99",
-	       "speedup", "ceiling");
+	       "speedup", "ceiling", "get x", "ceiling");
 }
 
 static void print_row(const struct result *r)
@@ -656,13 +709,13 @@ static void print_row(const struct result *r)
 
 	snprintf(mb, sizeof(mb), "%.1fM", (double)r->st.mem_used_total / 1048576.0);
 	printf("%-14.14s %-7s %-10s %5s %3u %5s  %8.1f %8.1f %6.3f  %8.1f %8.1f %6.3f  %6.3f %9s  "
-	       "%7.1f %7.1f  %7.1f %7.1f  %7.3f %7.3f\n",
+	       "%7.1f %7.1f  %7.1f %7.1f  %7.3f %7.3f  %7.3f %7.3f\n",
 	       r->image, zf_codec_name(r->codec), r->cfg.layout_name,
 	       cli_format_unit(r->cfg.folio, fb, sizeof(fb)), r->cfg.engines,
 	       cli_format_unit(r->unit, ub, sizeof(ub)), r->put_mbps, r->bare_put_mbps,
 	       r->put_of_bare, r->get_mbps, r->bare_get_mbps, r->get_of_bare,
 	       (double)r->st.orig_data_size / (double)r->st.compr_data_size, mb, r->p50, r->p99,
-	       r->busy_p50, r->busy_p99, r->speedup, r->ceiling);
+	       r->busy_p50, r->busy_p99, r->speedup, r->ceiling, r->get_speedup, r->get_ceiling);
 }
 
 /* Parses "split" or "unit:SIZE" (--layout) into a config's layout. */
