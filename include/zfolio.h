@@ -608,6 +608,12 @@ typedef struct zf_region_stats {
 	 * frame's mapping, or a page was there).
 	 */
 	uint64_t thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback;
+	/*
+	 * Never-written frames whose protection was lifted ahead of a program writing its
+	 * memory in order (counted resident from then; their first write is the kernel's
+	 * own huge-page fault, not counted in thp_fault_alloc).
+	 */
+	uint64_t fresh_ahead;
 } zf_region_stats;
 
 /* Copies the counters as zf_store_get_stats() does. Returns 0, or -EINVAL. */

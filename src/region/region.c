@@ -498,6 +498,7 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 	GET(thp_zero);
 	GET(frame_split);
 	GET(frame_fallback);
+	GET(fresh_ahead);
 #undef GET
 	s->swpout_units[o] = atomic_load(&r->n.swpout_units);
 	s->swpin_units[o] = atomic_load(&r->n.swpin_units);
@@ -590,6 +591,7 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(thp_zero);
 	FIELD(frame_split);
 	FIELD(frame_fallback);
+	FIELD(fresh_ahead);
 #undef FIELD
 #undef LINE
 	return len;

@@ -272,6 +272,54 @@ static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *p
 }
 
 /*
+ * A program fills fresh memory in order: a write to never-written frame u, which maps the
+ * huge zero page write-protected, right after frame u - 1 became resident. The next
+ * RG_FRESH_AHEAD never-written frames get their protection lifted now, counted resident,
+ * so that the program's writes there take the kernel's own huge-page fault with no trip
+ * through zfolio (in thread mode a wake-up of the service thread and back, about 57 us a
+ * frame: bench/results/frames.md, "Fresh memory"). Stops at the first frame that is not
+ * never-written with the huge zero page mapped, or when the limit has no room left for
+ * it (a fault, not a guess, may take the limit's batch). A frame opened so and never
+ * written still maps the huge zero page: no memory, counted resident until the clock,
+ * which finds it unreferenced, takes it (a same-filled unit). Under no lock; claims each
+ * frame as a fault would.
+ */
+static void fresh_ahead(zf_region *r, uint64_t u)
+{
+	if (u == 0 ||
+	    (atomic_load_explicit(&r->state[u - 1], memory_order_acquire) & ST_MASK) != ST_RESIDENT)
+		return;
+	for (uint64_t v = u + 1; v <= u + RG_FRESH_AHEAD && v < r->nunits; v++) {
+		uint8_t *addr = unit_addr(r, v);
+		int ret;
+
+		if (atomic_load_explicit(&r->state[v], memory_order_acquire) != ST_EMPTY ||
+		    !region_frame_mapped(addr))
+			return;
+		if (r->limit_units &&
+		    atomic_load_explicit(&r->resident, memory_order_acquire) >= r->limit_units)
+			return;
+		if (!resident_reserve(r))
+			return;
+		pthread_rwlock_rdlock(&r->read_lock);
+		if (unit_move(r, v, ST_EMPTY, ST_LOADING, 0, 0)) {
+			pthread_rwlock_unlock(&r->read_lock);
+			resident_add(r, -1);
+			return;
+		}
+		ret = protect(r, addr, r->unit, 0);
+		pthread_rwlock_unlock(&r->read_lock);
+		if (ret) {
+			resident_add(r, -1);
+			unit_release(r, v, ST_EMPTY, 0, 0);
+			return;
+		}
+		unit_release(r, v, ST_RESIDENT, 0, 0);
+		INC(r, fresh_ahead);
+	}
+}
+
+/*
  * Serves a fault at addr: a write-protect fault if wp (in SIGBUS mode the kind is not
  * known, wp = -1), a write if write (not known: -1). Never blocks.
  */
@@ -359,6 +407,8 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		}
 		unit_release(r, u, ST_RESIDENT, 0, F_REF);
 		INC(r, pgfault_zero);
+		if (mapped)
+			fresh_ahead(r, u);
 		after_admit(r);
 		return SERVED;
 	}
