@@ -5,6 +5,9 @@
  *
  *   fresh     never-written frames read zeros with no fault and no memory (the huge zero
  *             page, premapped), and a first write gives a frame (thp_fault_alloc)
+ *   ahead     frames written in order: the next ones are opened ahead (fresh_ahead) and
+ *             written with no fault; those never written stay zeros, evicted and back;
+ *             under a limit, no further than the limit
  *   swapin    frames evicted and read back, as huge pages (thp_swpin)
  *   dropped   a never-written frame the program dropped (MADV_DONTNEED): its first read
  *             maps the huge zero page by a move, its first write a zeroed huge page
@@ -198,6 +201,16 @@ static int thp_available(void)
 
 #define FP (FRAME / PAGE) /* pages of a frame */
 
+/* The frames counted resident: those faulted in and those opened ahead. */
+static void check_opened(const struct frames *f, const zf_region_stats *s, const char *what)
+{
+	CHECK(s->resident_bytes == (s->thp_fault_alloc + s->fresh_ahead) * (uint64_t)FRAME,
+	      "%s: resident %llu bytes, thp_fault_alloc %llu + fresh_ahead %llu frames", what,
+	      (unsigned long long)s->resident_bytes, (unsigned long long)s->thp_fault_alloc,
+	      (unsigned long long)s->fresh_ahead);
+	(void)f;
+}
+
 static void case_fresh(enum zf_fault_mode mode, uint32_t unit)
 {
 	struct frames f;
@@ -215,12 +228,72 @@ static void case_fresh(enum zf_fault_mode mode, uint32_t unit)
 	CHECK(s.pgfault_zero == 0 && s.resident_bytes == 0,
 	      "reads of never-written frames faulted (%llu) or took memory (%llu bytes)",
 	      (unsigned long long)s.pgfault_zero, (unsigned long long)s.resident_bytes);
-	write_pages(&f, 0, 4 * FP, 2);
-	STATS_WHEN(&f, s, s.thp_fault_alloc >= 4);
-	CHECK(s.thp_fault_alloc == 4 && s.resident_bytes == 4 * (uint64_t)FRAME,
-	      "4 frames written: thp_fault_alloc %llu, resident %llu bytes",
-	      (unsigned long long)s.thp_fault_alloc, (unsigned long long)s.resident_bytes);
+	/* Out of order: no frame follows the one before it, none is opened ahead. */
+	write_pages(&f, 3 * FP, 4 * FP, 2);
+	write_pages(&f, 0, FP, 2);
+	write_pages(&f, 5 * FP, 6 * FP, 2);
+	STATS_WHEN(&f, s, s.thp_fault_alloc >= 3);
+	CHECK(s.thp_fault_alloc == 3 && s.fresh_ahead == 0,
+	      "3 frames written: thp_fault_alloc %llu, fresh_ahead %llu",
+	      (unsigned long long)s.thp_fault_alloc, (unsigned long long)s.fresh_ahead);
+	check_opened(&f, &s, "fresh");
 	verify(&f, 0, f.pages, "fresh");
+	close_frames(&f);
+}
+
+/*
+ * Frames 0 and 1 written in order: the fault of frame 1 opens frames 2-5 ahead
+ * (RG_FRESH_AHEAD, 4), and nothing touches them before the counters are read.
+ */
+static void case_ahead(enum zf_fault_mode mode, uint32_t unit)
+{
+	struct frames f;
+	zf_region_stats s;
+	zf_region_options o;
+	int ret;
+
+	open_frames(&f, mode, unit);
+	write_pages(&f, 0, 2 * FP, 2);
+	STATS_WHEN(&f, s, s.thp_fault_alloc + s.fresh_ahead >= 6);
+	check_opened(&f, &s, "frames 0-1 written");
+	CHECK(s.thp_fault_alloc == 2 && s.fresh_ahead == 4,
+	      "frames 0-1 written: thp_fault_alloc %llu, fresh_ahead %llu (want 2 and 4)",
+	      (unsigned long long)s.thp_fault_alloc, (unsigned long long)s.fresh_ahead);
+	/* Frame 2 written, 3-5 opened and never written (the huge zero page, unprotected). */
+	write_pages(&f, 2 * FP, 3 * FP, 3);
+	verify(&f, 0, f.pages, "frames opened ahead");
+	pageout_frames(&f, 0, NFRAMES, -1);
+	s = stats(&f);
+	CHECK(s.resident_bytes == 0, "after a pageout of everything, %llu bytes resident",
+	      (unsigned long long)s.resident_bytes);
+	verify(&f, 0, f.pages, "frames opened ahead, evicted and back");
+	write_pages(&f, 3 * FP, 8 * FP, 4);
+	verify(&f, 0, f.pages, "frames opened ahead, written after an eviction");
+	pageout_frames(&f, 0, NFRAMES, -1);
+	verify(&f, 0, f.pages, "evicted again");
+	close_frames(&f);
+
+	/* A limit of 3 frames: frame 1's fault opens one frame ahead, no more. */
+	zf_region_options_init(&o);
+	o.codec = test_codec_name();
+	o.unit = unit;
+	o.fault_mode = mode;
+	o.frame = FRAME;
+	o.limit = 3 * (uint64_t)FRAME;
+	memset(&f, 0, sizeof(f));
+	ret = zf_region_create(NULL, (size_t)NFRAMES * FRAME, &o, &f.r);
+	CHECK(ret == 0, "zf_region_create: %s", zf_strerror(ret));
+	f.base = zf_region_base(f.r);
+	f.pages = (size_t)NFRAMES * FRAME / PAGE;
+	f.ver = calloc(f.pages, sizeof(*f.ver));
+	CHECK(f.ver, "out of memory");
+	write_pages(&f, 0, 2 * FP, 2);
+	STATS_WHEN(&f, s, s.thp_fault_alloc + s.fresh_ahead >= 3);
+	CHECK(s.fresh_ahead <= 1 && s.resident_bytes <= 3 * (uint64_t)FRAME,
+	      "under a limit of 3 frames: fresh_ahead %llu, resident %llu bytes",
+	      (unsigned long long)s.fresh_ahead, (unsigned long long)s.resident_bytes);
+	write_pages(&f, 2 * FP, f.pages, 5);
+	verify(&f, 0, f.pages, "written in order under a limit");
 	close_frames(&f);
 }
 
@@ -450,10 +523,11 @@ static const struct {
 	void (*fn)(enum zf_fault_mode, uint32_t);
 	int needs_thp;
 } cases[] = {
-	{ "fresh", case_fresh, 1 },	  { "swapin", case_swapin, 1 },
-	{ "dropped", case_dropped, 1 },	  { "partial", case_partial, 0 },
-	{ "mprotect", case_mprotect, 0 }, { "unmapped", case_unmapped, 0 },
-	{ "racing", case_racing, 0 },	  { "nothp", case_nothp, 0 },
+	{ "fresh", case_fresh, 1 },	  { "ahead", case_ahead, 1 },
+	{ "swapin", case_swapin, 1 },	  { "dropped", case_dropped, 1 },
+	{ "partial", case_partial, 0 },	  { "mprotect", case_mprotect, 0 },
+	{ "unmapped", case_unmapped, 0 }, { "racing", case_racing, 0 },
+	{ "nothp", case_nothp, 0 },
 };
 
 int main(int argc, char **argv)

@@ -178,8 +178,12 @@ static void basic_one(enum zf_fault_mode mode, uint32_t unit, enum zf_swapin_mod
 	      "reading never-written memory%s: pgfault_zero %llu swpin %llu pgmajfault %llu",
 	      zl ? "" : " (the huge zero page)", U(st.pgfault_zero), U(st.swpin), U(st.pgmajfault));
 
-	/* Fill. The store tells same-filled units of its own (parts of a frame). */
-	for (size_t u = 0; u < g.nunits; u++) {
+	/*
+	 * Fill, from the top down: in order, a frame's first write would open the next ones
+	 * ahead (fresh_ahead, frames_test "ahead"), resident and unwritten. The store tells
+	 * same-filled units of its own (parts of a frame).
+	 */
+	for (size_t u = g.nunits; u-- > 0;) {
 		if (!basic_written(u, g.nunits))
 			continue;
 		rg_fill(&g, u, u + 1, 1);
