@@ -761,6 +761,14 @@ static void batch_wait_done(zf_batch *b)
 		futex_wait(&b->state, BATCH_SLEEPING);
 }
 
+void engine_batch_set_help(zf_batch *b, bool help)
+{
+	if (help)
+		b->flags &= ~ZF_BATCH_NO_HELP;
+	else
+		b->flags |= ZF_BATCH_NO_HELP;
+}
+
 void engine_batch_set_flush(zf_batch *b, void (*flush)(void))
 {
 	b->flush = flush;

@@ -10,6 +10,8 @@
 #ifndef ZF_ENGINE_H
 #define ZF_ENGINE_H
 
+#include <stdbool.h>
+
 #include "../common/common.h"
 
 /*
@@ -40,5 +42,7 @@ int engine_job_run(zf_codec_ctx *ctx, zf_job *job);
  * has run its next job (the thread's buffer has two halves, used in turn).
  */
 void engine_batch_set_flush(zf_batch *b, void (*flush)(void));
+/* Sets or clears the batch's ZF_BATCH_NO_HELP for its next submit (none in flight). */
+void engine_batch_set_help(zf_batch *b, bool help);
 
 #endif /* ZF_ENGINE_H */

@@ -173,9 +173,10 @@ int zf_store_create(const zf_store_options *options, zf_store **out)
 	if (ret)
 		goto fail;
 	/*
-	 * A putting thread helps its engines compress, unless they are as many as the CPUs:
-	 * then it would only take turns with them (measured: 2 engines on 2 vCPUs, 2 MiB
-	 * folios of 64 KiB units).
+	 * A thread with puts in flight (zf_store_put_start()) helps its engines compress,
+	 * unless they are as many as the CPUs: then it would only take turns with them
+	 * (measured: 2 engines on 2 vCPUs, 2 MiB folios of 64 KiB units, 3 in flight). One
+	 * put at a time (zf_store_put()) helps all the same (store_put.c).
 	 */
 	if (o.engines && o.engines >= (unsigned)sysconf(_SC_NPROCESSORS_ONLN))
 		s->batch_flags = ZF_BATCH_NO_HELP;

@@ -24,6 +24,9 @@ int store_corrupt(zf_store *s, uint32_t owner, uint64_t index);
 
 /* The pins held on the store's pool objects now (zpool_pins()). */
 uint64_t store_pool_pins(zf_store *s);
+
+/* The counters of the store's engines (zf_engines_get_stats()). */
+int store_engines_stats(zf_store *s, zf_engines_stats *stats);
 #endif
 
 /*

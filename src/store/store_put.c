@@ -290,8 +290,12 @@ static int entries_alloc(struct entry **ents, unsigned n)
 	return 0;
 }
 
-int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len,
-		       zf_store_pending **pending)
+/*
+ * zf_store_put_start(); sync for zf_store_put(), whose thread has nothing else to do but
+ * wait: it helps the engines compress (below).
+ */
+static int put_start(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len,
+		     bool sync, zf_store_pending **pending)
 {
 	const uint8_t *src = folio;
 	struct zf_store_pending *w;
@@ -365,6 +369,13 @@ int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *
 			w->jobs[k].flags |= ZF_JOB_ENGINE_DST;
 			w->jobs[k].dst = NULL;
 		}
+		/*
+		 * A thread that puts one folio at a time would only sleep until it is done:
+		 * it helps, whatever batch_flags say (store.c). One 2 MiB folio of 64 KiB
+		 * units in flight, 2 engines on 2 vCPUs: 0.94-0.98 of the two-loop ceiling
+		 * against 0.72-0.76 waiting (bench store, redis lz4, alternated three times).
+		 */
+		engine_batch_set_help(w->batch, sync || !(s->batch_flags & ZF_BATCH_NO_HELP));
 		ret = zf_batch_submit(w->batch, w->jobs, njobs);
 		w->queued = !ret;
 		if (!ret)
@@ -524,10 +535,16 @@ int zf_store_put_finish(zf_store_pending *w)
 	return ret;
 }
 
+int zf_store_put_start(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len,
+		       zf_store_pending **pending)
+{
+	return put_start(s, owner, index, folio, len, false, pending);
+}
+
 int zf_store_put(zf_store *s, uint32_t owner, uint64_t index, const void *folio, size_t len)
 {
 	zf_store_pending *p;
 
-	TRY(zf_store_put_start(s, owner, index, folio, len, &p));
+	TRY(put_start(s, owner, index, folio, len, true, &p));
 	return zf_store_put_finish(p);
 }

@@ -35,6 +35,12 @@ uint64_t store_pool_pins(zf_store *s)
 	return zpool_pins(s->pool);
 }
 
+int store_engines_stats(zf_store *s, zf_engines_stats *stats)
+{
+	RETURN_IF(!s, -EINVAL);
+	return zf_engines_get_stats(s->engines, stats, sizeof(*stats));
+}
+
 int store_inject_backing_error(zf_store *s, int op, uint64_t after_n, int err)
 {
 	RETURN_IF(!s, -EINVAL);

@@ -1982,6 +1982,35 @@ static void test_limit_writeback(void **state)
 /* Bad arguments                                                                    */
 /* -------------------------------------------------------------------------------- */
 
+/*
+ * A thread that puts one folio at a time helps the engines compress, even as many
+ * engines as CPUs, which a thread with puts in flight leaves alone (store_put.c): of 64
+ * puts of 2 MiB folios of 64 KiB units, jobs run by the putting thread. Waiting instead,
+ * it runs none (jobs_by_waiters 0); helping, it claims a job microseconds after the
+ * submit, while an engine takes about a hundred to compress one.
+ */
+static void test_sync_put_helps(void **state)
+{
+	const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	zf_store_options o = opts(K64, cpus > 2 ? (unsigned)cpus : 2);
+	uint8_t *buf = malloc(M2);
+	zf_engines_stats es;
+	zf_store *s;
+
+	(void)state;
+	assert_non_null(buf);
+	make_data(buf, M2, D_SAMPLE, 5);
+	assert_int_equal(zf_store_create(&o, &s), 0);
+	for (uint64_t i = 0; i < 64; i++)
+		assert_int_equal(zf_store_put(s, 1, i * (M2 / PAGE), buf, M2), 0);
+	assert_int_equal(store_engines_stats(s, &es), 0);
+	assert_int_equal(es.jobs, 64 * (M2 / K64));
+	assert_true(es.jobs_by_waiters > 0);
+	assert_int_equal(es.jobs_by_engines + es.jobs_by_waiters, es.jobs);
+	zf_store_destroy(s);
+	free(buf);
+}
+
 static void test_bad_args(void **state)
 {
 	zf_store_options o;
@@ -2170,6 +2199,7 @@ int main(void)
 		cmocka_unit_test(test_limit_reject_sample),
 		cmocka_unit_test(test_limit_reject_sample_no_compact),
 		cmocka_unit_test(test_limit_writeback),
+		cmocka_unit_test(test_sync_put_helps),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
