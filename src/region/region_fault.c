@@ -497,6 +497,32 @@ static void log_failure(zf_region *r)
 }
 
 /*
+ * poll() of the service thread's descriptors, after a poll of RG_SERVICE_POLL_NS without
+ * sleeping if the thread served a fault at last_fault (ns; 0: none yet). A program
+ * faulting its way through evicted memory faults again within microseconds: a thread
+ * still awake takes the fault without a wake-up, one of the two a fault costs in thread
+ * mode. Measured (zfolio pageout, redis lz4, 100 MiB, no frames, alternated twice in one
+ * run): 64 KiB units swapped in in 115-120 ms against 165-168 ms, 4 KiB units in 417-430
+ * ms against 1404-1428 ms (one service thread, the default). The cost is up to 100 us of
+ * a CPU after the last fault of a burst, on a CPU the faulting thread leaves idle while it
+ * waits; with fault_threads > 1, of as many CPUs as threads that served a fault.
+ */
+static int service_poll(struct pollfd *pfd, int timeout, uint64_t last_fault)
+{
+	if (last_fault) {
+		const uint64_t until = last_fault + RG_SERVICE_POLL_NS;
+
+		while (now_ns() < until) {
+			const int n = poll(pfd, 3, 0);
+
+			if (n != 0)
+				return n;
+		}
+	}
+	return poll(pfd, 3, timeout);
+}
+
+/*
  * A fault-service thread: reads the descriptor, handles the events, serves the faults
  * (thread mode). In SIGBUS mode the one service thread reads the events only.
  */
@@ -506,6 +532,7 @@ void *region_service_main(void *arg)
 	struct fault_ctx *c = ((struct service_arg *)arg)->c;
 	struct uffd_msg msgs[RG_MSGS];
 	uintptr_t retry[RG_MSGS];
+	uint64_t last_fault = 0;
 	sigset_t all;
 
 	free(arg);
@@ -524,7 +551,7 @@ void *region_service_main(void *arg)
 		pthread_rwlock_wrlock(&r->read_lock);
 		timeout = r->nqueue ? 1 : -1;
 		pthread_rwlock_unlock(&r->read_lock);
-		if (poll(pfd, 3, timeout) < 0 && errno != EINTR)
+		if (service_poll(pfd, timeout, last_fault) < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents)
 			break;
@@ -570,6 +597,7 @@ void *region_service_main(void *arg)
 					   RG_PAGE);
 			if (res == SERVED)
 				lat_record(r, t0);
+			last_fault = now_ns();
 		}
 		/* Faults that met a layout change fault again once the events are read. */
 		for (unsigned i = 0; i < nretry; i++)

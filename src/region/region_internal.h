@@ -72,6 +72,11 @@
  * asked first, holds at most 8 MiB counted resident that may never be written.
  */
 #define RG_FRESH_AHEAD 4
+/*
+ * How long a service thread that served a fault polls the descriptor before it sleeps
+ * (region_fault.c, service_poll()).
+ */
+#define RG_SERVICE_POLL_NS (100 * 1000ull)
 
 /* The state word of a unit. */
 enum unit_state {
