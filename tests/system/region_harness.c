@@ -51,6 +51,37 @@ void set_phase(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* gdb, if this machine has it: a watchdog that fires shows every thread's stack. */
+static const char *gdb_path;
+
+/*
+ * From the watchdog's handler: gdb attached to this process prints its threads' stacks
+ * (the faulting threads, the service threads, the evictor), so that a hang says where it
+ * is, and a slow run is told from a stuck one. Only async-signal-safe calls.
+ */
+static void dump_stacks(void)
+{
+	extern char **environ;
+	char pid[24], *p = pid + sizeof(pid) - 1;
+	pid_t child;
+
+	*p = 0;
+	for (pid_t n = getpid(); n > 0; n /= 10)
+		*--p = (char)('0' + n % 10);
+	child = fork();
+	if (child == 0) {
+		char *argv[] = { "gdb", "-q", "-batch", "-nx",
+				 "-p",	p,    "-ex",	"thread apply all bt",
+				 NULL };
+
+		dup2(2, 1);
+		execve(gdb_path, argv, environ);
+		_exit(127);
+	}
+	if (child > 0)
+		waitpid(child, NULL, 0);
+}
+
 static void on_alarm(int sig)
 {
 	static const char msg[] = "FAIL region_test: timed out (a hang) in phase: ";
@@ -59,6 +90,8 @@ static void on_alarm(int sig)
 	if (write(2, msg, sizeof(msg) - 1) < 0 || write(2, phase, strlen(phase)) < 0 ||
 	    write(2, "\n", 1) < 0)
 		_exit(FAIL);
+	if (gdb_path)
+		dump_stacks();
 	_exit(FAIL);
 }
 
@@ -73,6 +106,11 @@ void set_sig(int sig, void (*handler)(int))
 
 void watchdog(unsigned seconds)
 {
+	static const char *const gdbs[] = { "/usr/bin/gdb", "/usr/local/bin/gdb" };
+
+	for (size_t i = 0; i < sizeof(gdbs) / sizeof(gdbs[0]) && !gdb_path; i++)
+		if (!access(gdbs[i], X_OK))
+			gdb_path = gdbs[i];
 	set_sig(SIGALRM, on_alarm);
 	alarm(seconds);
 }
