@@ -351,6 +351,12 @@ typedef struct zf_store_stats {
 	uint64_t zswpout_units[ZF_STORE_ORDERS]; /* units stored, by size */
 	uint64_t swpin_units[ZF_STORE_ORDERS]; /* whole units read back, by size */
 	uint64_t swpin_fallback[ZF_STORE_ORDERS]; /* partial loads, by the unit's size */
+	/*
+	 * The store's bookkeeping beside the pool's pages: its table (an entry a unit held,
+	 * the buckets) and the pool's own (zf_pool_stats.meta_bytes). Not counted: the
+	 * threads' codec contexts and scratch, which the codecs size.
+	 */
+	uint64_t meta_bytes;
 } zf_store_stats;
 
 /*
@@ -614,6 +620,18 @@ typedef struct zf_region_stats {
 	 * own huge-page fault, not counted in thp_fault_alloc).
 	 */
 	uint64_t fresh_ahead;
+	/*
+	 * Memory of the region's own beside the units it counts resident. staging_bytes:
+	 * huge pages its fault contexts hold now, outside the region (frames: each context's
+	 * nursery holds the frame it is filling, from its first touch to its move into the
+	 * region; during a fault that frame is the unit's, already counted resident; left
+	 * over when a placement must wait for an event, at most one frame a context);
+	 * staging_max, the most at once. An eviction's staging pages are the units it
+	 * evicts, counted resident until stored. meta_bytes: the region's bookkeeping (a
+	 * state word a unit, the fault contexts and, without frames, their unit buffers);
+	 * the store's is zf_store_stats.meta_bytes.
+	 */
+	uint64_t staging_bytes, staging_max, meta_bytes;
 } zf_region_stats;
 
 /* Copies the counters as zf_store_get_stats() does. Returns 0, or -EINVAL. */

@@ -500,6 +500,9 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 	GET(frame_fallback);
 	GET(fresh_ahead);
 #undef GET
+	s->staging_bytes = atomic_load(&r->n.staging) * r->unit;
+	s->staging_max = atomic_load(&r->n.staging_max) * r->unit;
+	s->meta_bytes = sizeof(*r) + r->nunits * sizeof(*r->state) + atomic_load(&r->n.ctx_bytes);
 	s->swpout_units[o] = atomic_load(&r->n.swpout_units);
 	s->swpin_units[o] = atomic_load(&r->n.swpin_units);
 	s->swpin_fallback[o] = atomic_load(&r->n.swpin_fallback);
@@ -592,6 +595,9 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(frame_split);
 	FIELD(frame_fallback);
 	FIELD(fresh_ahead);
+	FIELD(staging_bytes);
+	FIELD(staging_max);
+	FIELD(meta_bytes);
 #undef FIELD
 #undef LINE
 	return len;

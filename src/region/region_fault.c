@@ -31,10 +31,17 @@
 
 #define RG_MSGS 16 /* messages read at once */
 
+/* What a fault context costs the region in bookkeeping (zf_region_stats.meta_bytes). */
+static uint64_t ctx_bytes(const zf_region *r)
+{
+	return sizeof(struct fault_ctx) + (r->frames ? 0 : r->unit);
+}
+
 /* Makes c ready to bring units in: a store reader, and a unit buffer of its own. */
 int region_fault_ctx_init(zf_region *r, struct fault_ctx *c)
 {
 	TRY(store_reader_create(r->store, &c->reader));
+	atomic_fetch_add(&r->n.ctx_bytes, ctx_bytes(r)); /* given back by _fini() */
 	c->buf_state = BUF_EMPTY;
 	if (r->frames) {
 		/* The nursery: a frame the kernel backs with a huge page (region_frame.c). */
@@ -54,7 +61,10 @@ int region_fault_ctx_init(zf_region *r, struct fault_ctx *c)
 /* Frees what region_fault_ctx_init() made (of a zeroed or half-made c too). */
 void region_fault_ctx_fini(zf_region *r, struct fault_ctx *c)
 {
+	if (c->reader)
+		atomic_fetch_sub(&r->n.ctx_bytes, ctx_bytes(r));
 	store_reader_destroy(c->reader);
+	region_buf_set(r, c, BUF_EMPTY);
 	if (c->buf)
 		munmap(c->buf, r->unit);
 	memset(c, 0, sizeof(*c));
@@ -65,7 +75,7 @@ int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page
 {
 	const uint64_t index = unit_index(r, u);
 
-	c->buf_state = BUF_DATA;
+	region_buf_set(r, c, BUF_DATA);
 	if (page >= 0)
 		return store_get_with(r->store, c->reader, r->owner, index + (uint64_t)page, c->buf,
 				      RG_PAGE);

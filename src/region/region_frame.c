@@ -121,6 +121,31 @@ int region_frame_mapped(const uint8_t *addr)
 }
 
 /*
+ * Sets what c's buffer holds. With frames that is whether its nursery holds a huge page
+ * (a unit read, or zeros written), which the staging gauge counts (zf_region_stats).
+ */
+void region_buf_set(zf_region *r, struct fault_ctx *c, enum buf_state to)
+{
+	const int had = c->buf_state == BUF_DATA || c->buf_state == BUF_ZERO;
+	const int has = to == BUF_DATA || to == BUF_ZERO;
+
+	c->buf_state = to;
+	if (!r->frames || had == has)
+		return;
+	if (has) {
+		const uint64_t now = atomic_fetch_add(&r->n.staging, 1) + 1;
+		uint64_t max = atomic_load_explicit(&r->n.staging_max, memory_order_relaxed);
+
+		while (now > max && !atomic_compare_exchange_weak_explicit(
+					    &r->n.staging_max, &max, now, memory_order_relaxed,
+					    memory_order_relaxed))
+			;
+	} else {
+		atomic_fetch_sub(&r->n.staging, 1);
+	}
+}
+
+/*
  * Makes c's nursery a frame of zeros: a huge page the kernel zeroes (write), or the huge
  * zero page (read). Outside read_lock: the kernel's zeroing takes a while.
  */
@@ -128,7 +153,7 @@ void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write)
 {
 	if (c->buf_state == BUF_DATA || (c->buf_state == BUF_ZERO_READ && write)) {
 		(void)madvise(c->buf, r->unit, MADV_DONTNEED); /* ours: no event */
-		c->buf_state = BUF_EMPTY;
+		region_buf_set(r, c, BUF_EMPTY);
 	}
 	if (c->buf_state != BUF_EMPTY)
 		return;
@@ -136,7 +161,7 @@ void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write)
 		*(volatile uint8_t *)c->buf = 0;
 	else
 		(void)*(volatile uint8_t *)c->buf;
-	c->buf_state = write ? BUF_ZERO : BUF_ZERO_READ;
+	region_buf_set(r, c, write ? BUF_ZERO : BUF_ZERO_READ);
 }
 
 /*
@@ -169,7 +194,7 @@ int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst)
 		break;
 	}
 	if (!ret) {
-		c->buf_state = BUF_EMPTY;
+		region_buf_set(r, c, BUF_EMPTY);
 		huge = frame_is_huge(r, dst);
 		if (huge == 0)
 			INC(r, frame_split);
@@ -185,7 +210,7 @@ int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst)
 		ret = region_place(r, dst + done, c->buf + done, r->unit - done, 0);
 	if (ret != -EAGAIN) {
 		(void)madvise(c->buf, r->unit, MADV_DONTNEED);
-		c->buf_state = BUF_EMPTY;
+		region_buf_set(r, c, BUF_EMPTY);
 	}
 	return ret < 0 ? ret : 0;
 }

@@ -132,6 +132,8 @@ struct counters {
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
 	_Atomic uint64_t thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback;
 	_Atomic uint64_t fresh_ahead;
+	_Atomic uint64_t staging, staging_max; /* nursery frames holding a huge page (units) */
+	_Atomic uint64_t ctx_bytes; /* the fault contexts' bookkeeping (region_fault_ctx_init) */
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
 	_Atomic uint64_t fault_ns, swapin_load_ns, swapin_place_ns; /* sums, see zfolio.h */
 };
@@ -503,6 +505,7 @@ int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 int region_frame_setup(zf_region *r);
 int region_frame_mapped(const uint8_t *addr);
 void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
+void region_buf_set(zf_region *r, struct fault_ctx *c, enum buf_state to);
 int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst);
 
 /* region_evict.c: evicts units of a chunk; evict_lock held. */

@@ -217,6 +217,7 @@ static void stats_fill(zf_store *s, zf_store_stats *st)
 {
 	zf_pool_stats ps;
 	const struct counters *n = &s->n;
+	uint64_t n_units[ZF_STORE_ORDERS];
 
 	memset(st, 0, sizeof(*st));
 	(void)zf_pool_get_stats(s->pool, &ps, sizeof(ps));
@@ -245,12 +246,21 @@ static void stats_fill(zf_store *s, zf_store_stats *st)
 	memcpy(st->zswpout_units, n->zswpout_units, sizeof(st->zswpout_units));
 	memcpy(st->swpin_units, n->swpin_units, sizeof(st->swpin_units));
 	memcpy(st->swpin_fallback, n->swpin_fallback, sizeof(st->swpin_fallback));
+	memcpy(n_units, n->units, sizeof(n_units));
 	pthread_mutex_unlock(&s->stats_lock);
 	st->pool_total_size = ps.mem_used_total;
 	st->mem_used_total = ps.mem_used_total;
 	st->mem_used_max = ps.mem_used_max;
 	st->pages_compacted = ps.pages_compacted;
 	st->warm_pages = ps.warm_pages;
+	st->meta_bytes = ps.meta_bytes;
+	for (unsigned o = 0; o < ZF_STORE_ORDERS; o++)
+		st->meta_bytes += n_units[o] * sizeof(struct entry);
+	for (unsigned i = 0; i < STORE_SHARDS; i++) {
+		pthread_mutex_lock(&s->shards[i].lock);
+		st->meta_bytes += s->shards[i].nbuckets * sizeof(struct entry *);
+		pthread_mutex_unlock(&s->shards[i].lock);
+	}
 }
 
 int zf_store_get_stats(zf_store *s, zf_store_stats *out, size_t size)
@@ -309,6 +319,7 @@ size_t zf_store_stats_text(zf_store *s, char *buf, size_t cap)
 	FIELD(bd_writes);
 	FIELD(bd_read_errors);
 	FIELD(bd_write_errors);
+	FIELD(meta_bytes);
 	for (unsigned o = 0; o < ZF_STORE_ORDERS; o++) {
 		char name[40];
 

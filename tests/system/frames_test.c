@@ -317,6 +317,15 @@ static void case_swapin(enum zf_fault_mode mode, uint32_t unit)
 	      (unsigned long long)s.thp_swpin, (unsigned long long)s.frame_split,
 	      (unsigned long long)s.frame_fallback, (unsigned long long)s.swpin_units[9]);
 	CHECK(s.thp_swpin > 0, "no frame came back as a huge page");
+	/*
+	 * Each swap-in filled a nursery and moved it into the region: none holds a huge page
+	 * now, one did while it was filled; the bookkeeping has at least the state words.
+	 */
+	CHECK(s.staging_bytes == 0 && s.staging_max >= FRAME,
+	      "staging %llu bytes now (want 0), at most %llu (want a frame at least)",
+	      (unsigned long long)s.staging_bytes, (unsigned long long)s.staging_max);
+	CHECK(s.meta_bytes >= NFRAMES * sizeof(uint32_t), "meta_bytes %llu",
+	      (unsigned long long)s.meta_bytes);
 	close_frames(&f);
 }
 

@@ -190,7 +190,8 @@ static void make_data(uint8_t *buf, size_t len, enum data d, uint64_t seed)
 	X(mem_used_total)                                                                          \
 	X(mem_used_max)                                                                            \
 	X(pages_compacted)                                                                         \
-	X(warm_pages)
+	X(warm_pages)                                                                              \
+	X(meta_bytes)
 
 static const char *const order_names[ZF_STORE_ORDERS] = { "4k",	  "8k",	  "16k",  "32k", "64k",
 							  "128k", "256k", "512k", "1m",	 "2m" };
@@ -2011,6 +2012,36 @@ static void test_sync_put_helps(void **state)
 	free(buf);
 }
 
+/*
+ * meta_bytes: the table's entries and buckets and the pool's bookkeeping. Each unit held
+ * adds at least an entry; invalidating them all takes the entries back (the buckets the
+ * table grew stay).
+ */
+static void test_meta_bytes(void **state)
+{
+	zf_store_options o = opts(K64, 0);
+	uint8_t *buf = malloc(M2);
+	const uint64_t units = 64 * (M2 / K64);
+	zf_store_stats empty, full, after;
+	zf_store *s;
+
+	(void)state;
+	assert_non_null(buf);
+	make_data(buf, M2, D_SAMPLE, 7);
+	assert_int_equal(zf_store_create(&o, &s), 0);
+	empty = stats_of(s);
+	assert_true(empty.meta_bytes > 0); /* the buckets */
+	for (uint64_t i = 0; i < 64; i++)
+		assert_int_equal(zf_store_put(s, 1, i * (M2 / PAGE), buf, M2), 0);
+	full = stats_of(s);
+	assert_true(full.meta_bytes >= empty.meta_bytes + units * 64);
+	zf_store_invalidate(s, 1, 0, 64 * (M2 / PAGE));
+	after = stats_of(s);
+	assert_true(after.meta_bytes < full.meta_bytes - units * 64 + 1);
+	zf_store_destroy(s);
+	free(buf);
+}
+
 static void test_bad_args(void **state)
 {
 	zf_store_options o;
@@ -2200,6 +2231,7 @@ int main(void)
 		cmocka_unit_test(test_limit_reject_sample_no_compact),
 		cmocka_unit_test(test_limit_writeback),
 		cmocka_unit_test(test_sync_put_helps),
+		cmocka_unit_test(test_meta_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
