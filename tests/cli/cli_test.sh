@@ -277,10 +277,14 @@ else
 		bad "pageout json: expected 8 runs"
 	for field in bench backend unit codec swapin_mode iterations swapout_ms_median \
 		swapin_ms_median swapout_mbps swapin_mbps orig_bytes compr_bytes mem_used_bytes \
-		faults fault_us service_us load_us place_us degraded counters; do
+		meta_bytes staging_max_bytes faults fault_us service_us load_us place_us degraded \
+		counters; do
 		[ "$(grep '"bench":"pageout"' "$tmp/out" | grep -c "\"$field\":")" -eq 8 ] &&
 			ok || bad "pageout json: field $field missing"
 	done
+	# The store's table and the region's state words at least.
+	[ "$(grep -c '"meta_bytes":[1-9]' "$tmp/out")" -eq 8 ] && ok ||
+		bad "pageout json: meta_bytes not above 0"
 	# The comparisons: for each codec, 3 other labels against the first.
 	[ "$(grep -c '"bench":"pageout-compare"' "$tmp/out")" -eq 6 ] && ok ||
 		bad "pageout json: expected 6 comparisons"

@@ -239,6 +239,10 @@ static void print_json(const struct pageout_job *job, const struct pageout_resul
 	cli_json_u64("orig_bytes", r->orig_bytes);
 	cli_json_u64("compr_bytes", r->compr_bytes);
 	cli_json_u64("mem_used_bytes", r->mem_used_bytes);
+	if (r->has_meta) {
+		cli_json_u64("meta_bytes", r->meta_bytes);
+		cli_json_u64("staging_max_bytes", r->staging_max_bytes);
+	}
 	cli_json_num("ratio", div_or_nan((double)r->orig_bytes, (double)r->compr_bytes), 4);
 	cli_json_u64("faults", r->faults);
 	cli_json_num("fault_us", r->split_fault_us, 2);
@@ -269,10 +273,14 @@ static void print_run(const struct pageout_job *job, const struct pageout_result
 	       r->out_min, r->out_max, cli_mbps(job->size, r->out_med / 1e3));
 	printf("  swap-in   ms median %9.1f  min %9.1f  max %9.1f  %8.1f MB/s\n", r->in_med,
 	       r->in_min, r->in_max, cli_mbps(job->size, r->in_med / 1e3));
-	printf("  stored %.1f MiB as %.1f MiB (ratio %.3f), pool %.1f MiB\n",
+	printf("  stored %.1f MiB as %.1f MiB (ratio %.3f), pool %.1f MiB",
 	       (double)r->orig_bytes / 1048576.0, (double)r->compr_bytes / 1048576.0,
 	       div_or_nan((double)r->orig_bytes, (double)r->compr_bytes),
 	       (double)r->mem_used_bytes / 1048576.0);
+	if (r->has_meta)
+		printf(", metadata %.2f MiB, staging at most %.1f MiB",
+		       (double)r->meta_bytes / 1048576.0, (double)r->staging_max_bytes / 1048576.0);
+	printf("\n");
 	printf("  swap-in faults per iteration %llu", (unsigned long long)r->faults);
 	if (isfinite(r->split_fault_us))
 		printf(", %.1f us each as the program sees it", r->split_fault_us);

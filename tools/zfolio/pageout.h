@@ -48,6 +48,13 @@ struct pageout_result {
 	double out_med, out_min, out_max, in_med, in_min, in_max;
 	/* After the last swap-out: data swapped out, its compressed size, pool memory. */
 	uint64_t orig_bytes, compr_bytes, mem_used_bytes;
+	/*
+	 * zfolio's memory beside the pool (meta: the region's and the store's bookkeeping;
+	 * staging_max: the most held at once outside the region's units), after the run;
+	 * has_meta 0 for the kernel, whose figures for these are not exposed.
+	 */
+	uint64_t meta_bytes, staging_max_bytes;
+	int has_meta;
 	uint64_t faults; /* swap-in faults per iteration (median over the timed ones) */
 	/*
 	 * A swap-in fault's time, us (NAN when not measured): as the program sees it (the

@@ -86,6 +86,9 @@ void pageout_zfolio(const struct pageout_job *job, struct pageout_result *res)
 	res->orig_bytes = sst.orig_data_size;
 	res->compr_bytes = sst.compr_data_size;
 	res->mem_used_bytes = sst.mem_used_total;
+	res->meta_bytes = st1.meta_bytes + sst.meta_bytes;
+	res->staging_max_bytes = st1.staging_max;
+	res->has_meta = 1;
 	res->faults = (st1.pgmajfault - st0.pgmajfault) / (uint64_t)job->iterations;
 	if (st1.pgmajfault > st0.pgmajfault) {
 		const double n = (double)(st1.pgmajfault - st0.pgmajfault) * 1e3;
