@@ -39,9 +39,10 @@
  *
  * A get decompresses in its own thread, with a context kept per thread, so it never
  * waits behind a 2 MiB folio's compressions (the lesson of the Linux IAA batching
- * series). The one exception is a reader's folio get (store_reader_create(): a region's
- * fault contexts), for a region that places 2 MiB frames: it waits for a whole frame
- * anyway, so its units decompress as one batch on the engines, its own thread helping.
+ * series). The exception is a folio get of 256 KiB of units or more (a reader's, as a
+ * region that places 2 MiB frames makes them, and zf_store_get_folio()'s): it waits for
+ * the whole folio anyway, so its units decompress as one batch on the engines, its own
+ * thread helping.
  *
  * Limits follow zswap: when the pool's pages reach max_pool_bytes, pool_limit_hit counts
  * and the store is "full"; it accepts again once the pool is back under
@@ -105,6 +106,7 @@ static void store_free(zf_store *s)
 		pthread_mutex_destroy(&sh->lock);
 	}
 	store_worksets_free(s);
+	store_get_batches_free(s);
 	zf_engines_destroy(s->engines);
 	zf_pool_destroy(s->pool);
 	backing_close(s->backing);

@@ -5,8 +5,9 @@
  * a signal handler, which must not allocate).
  *
  * A get decompresses in its own thread, so it never waits behind a folio's compressions
- * (store.c's top comment), but for a reader's folio get on a store with engines, which
- * decompresses its units on them as one batch (get_on_engines()). The entry's fields are
+ * (store.c's top comment), but for a folio get of STORE_ENGINES_MIN or more on a store
+ * with engines (and any reader's folio get there), which decompresses its units on them
+ * as one batch, its own thread helping (get_on_engines()). The entry's fields are
  * copied under the shard lock into an entry_view, and the object is read without the
  * lock, under the reference.
  */
@@ -375,11 +376,10 @@ static void unit_decoded(zf_job *job)
  * engines compute each object's checksum as they read it (ZF_JOB_CHECKSUM). Returns 0
  * or an error of a unit; the units read go into t.
  */
-static int get_on_engines(zf_store *s, struct get_ctx **gp, const struct entry_view *v, unsigned n,
-			  uint8_t *dst, uint64_t index, struct get_tally *t)
+static int get_on_engines(zf_store *s, struct get_ctx **gp, zf_batch *batch, zf_job *jobs,
+			  const struct entry_view *v, unsigned n, uint8_t *dst, uint64_t index,
+			  struct get_tally *t)
 {
-	zf_job *jobs = (*gp)->jobs;
-	zf_batch *batch = (*gp)->batch;
 	const void *data[GET_BATCH];
 	uint64_t handles[GET_BATCH];
 	unsigned pooled = 0, pinned = 0, njobs = 0;
@@ -428,6 +428,66 @@ static int get_on_engines(zf_store *s, struct get_ctx **gp, const struct entry_v
 }
 
 /*
+ * A batch for a folio get on the engines, and its jobs: kept by the store for reuse, a
+ * few of them (a thread's get context is the codec's, not the store's).
+ */
+struct get_batch {
+	zf_batch *batch;
+	zf_job jobs[GET_BATCH];
+	struct get_batch *next;
+};
+
+#define GET_BATCHES_CACHED 8u
+
+static struct get_batch *get_batch_take(zf_store *s)
+{
+	struct get_batch *b;
+
+	pthread_mutex_lock(&s->ws_lock);
+	b = s->gb_free;
+	if (b) {
+		s->gb_free = b->next;
+		s->gb_cached--;
+	}
+	pthread_mutex_unlock(&s->ws_lock);
+	if (b)
+		return b;
+	b = calloc(1, sizeof(*b));
+	if (b && zf_batch_create(s->engines, 0, &b->batch)) { /* 0: the getting thread helps */
+		free(b);
+		b = NULL;
+	}
+	return b;
+}
+
+static void get_batch_give(zf_store *s, struct get_batch *b)
+{
+	pthread_mutex_lock(&s->ws_lock);
+	if (s->gb_cached < GET_BATCHES_CACHED) {
+		b->next = s->gb_free;
+		s->gb_free = b;
+		s->gb_cached++;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&s->ws_lock);
+	if (b) {
+		zf_batch_destroy(b->batch);
+		free(b);
+	}
+}
+
+void store_get_batches_free(zf_store *s)
+{
+	while (s->gb_free) {
+		struct get_batch *b = s->gb_free;
+
+		s->gb_free = b->next;
+		zf_batch_destroy(b->batch);
+		free(b);
+	}
+}
+
+/*
  * zf_store_get_folio() with a given context (g NULL: this thread's). A folio lies in one
  * shard: its units are looked up GET_BATCH at a time under one hold of the shard lock,
  * asking for the next ones' buckets and entries ahead, and read back GET_PIN_GROUP at a
@@ -455,6 +515,9 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 	 */
 	const uint64_t pages = len / STORE_PAGE;
 	struct get_tally t = { 0 };
+	struct get_batch *gb = NULL;
+	zf_batch *batch;
+	zf_job *jobs;
 	uint64_t at = index, step;
 	int ret = 0;
 	struct shard *sh;
@@ -463,6 +526,18 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 	step = (uint64_t)1 << s->unit_order; /* the units' pages, most likely */
 	if (!g && !(g = store_get_ctx(s->codec, 0)))
 		return -ENOMEM;
+	batch = g->batch;
+	jobs = g->jobs;
+	/*
+	 * A large folio of several units goes on the engines, as a reader's does: the getting
+	 * thread would only wait for it otherwise, and its share of the units comes back in
+	 * its share of the time (bench store, get_speedup). Without a batch: in this thread.
+	 */
+	if (!batch && len >= STORE_ENGINES_MIN && len > ((size_t)STORE_PAGE << s->unit_order) &&
+	    zf_engines_count(s->engines) && (gb = get_batch_take(s))) {
+		batch = gb->batch;
+		jobs = gb->jobs;
+	}
 	sh = shard_of(s, owner, index);
 	while (at - index < pages && !ret) {
 		struct entry *ents[GET_BATCH];
@@ -490,12 +565,12 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 			at += 1u << v[n++].order;
 		}
 		pthread_mutex_unlock(&sh->lock);
-		if (g->batch && n > 1) {
+		if (batch && n > 1) {
 			struct get_ctx *reader = g;
 
 			if (!ret)
-				ret = get_on_engines(s, &g, v, n, dst, index, &t);
-			g = reader; /* the engines' jobs are the reader's, for the next batch */
+				ret = get_on_engines(s, &g, batch, jobs, v, n, dst, index, &t);
+			g = reader; /* the caller's context again (a backing read may take another) */
 			for (unsigned j = 0; j < n; j++)
 				store_entry_put(s, ents[j]);
 			continue;
@@ -510,6 +585,8 @@ static int store_get_folio(zf_store *s, struct get_ctx *g, uint32_t owner, uint6
 				store_entry_put(s, ents[j]);
 		}
 	}
+	if (gb)
+		get_batch_give(s, gb);
 	get_count(s, &t, ret);
 	return ret;
 }

@@ -72,6 +72,11 @@ struct counters {
 	uint64_t units[ZF_STORE_ORDERS];
 };
 
+/* Folios of fewer bytes of units are compressed and decompressed in the caller. */
+#define STORE_ENGINES_MIN ((size_t)256 << 10)
+
+struct get_batch;
+
 struct zf_store {
 	zf_store_options o;
 	const zf_codec *codec;
@@ -90,6 +95,8 @@ struct zf_store {
 	pthread_mutex_t ws_lock;
 	struct zf_store_pending *ws_free;
 	unsigned ws_cached;
+	struct get_batch *gb_free; /* folio gets' batches kept for reuse, under ws_lock */
+	unsigned gb_cached;
 
 	pthread_mutex_t stats_lock;
 	struct counters n;
@@ -132,6 +139,8 @@ struct entry *store_entry_lookup(zf_store *s, uint32_t owner, uint64_t index, st
 
 /* store_put.c: frees the put working sets kept for reuse (at destroy). */
 void store_worksets_free(zf_store *s);
+/* store_get.c: frees the folio gets' batches kept for reuse (at destroy). */
+void store_get_batches_free(zf_store *s);
 
 /* store_table.c */
 void store_table_grow(struct shard *sh); /* caller holds the shard lock */

@@ -19,7 +19,6 @@
 
 #define COMMIT_CHUNK 64u /* units a put adds to the table under one hold of its locks */
 #define STORE_CACHED_CTX 16u /* put working sets kept for reuse */
-#define STORE_ENGINES_MIN ((size_t)256 << 10) /* bytes: less is compressed in the caller */
 
 struct unit_out {
 	uint64_t where; /* handle or same-filled value */

@@ -1684,10 +1684,11 @@ static void test_folio_get_corrupt_engines(void **state)
 }
 
 /*
- * Folio gets through a reader whose engines decompress (what a region with frames
- * does): every kind of unit (compressed, raw, same-filled, zero, written back) comes
- * back in place, in split mode, 16 KiB, 64 KiB and 2 MiB units, with two engines and one,
- * and the counters are a serial get's.
+ * Folio gets whose engines decompress, through a reader (what a region with frames does)
+ * and through zf_store_get_folio() (2 MiB folios): every kind of unit (compressed, raw,
+ * same-filled, zero, written back) comes back in place, in split mode, 16 KiB, 64 KiB and
+ * 2 MiB units, with two engines and one, and the counters are a serial get's; the 2 MiB
+ * folios of several units ran jobs on the engines.
  */
 static void test_folio_get_engines(void **state)
 {
@@ -1698,23 +1699,33 @@ static void test_folio_get_engines(void **state)
 	(void)state;
 	for (unsigned e = 1; e <= 2; e++) {
 		for (unsigned u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
-			zf_store_options o = wb_opts(units[u], e);
-			struct model m;
+			/* Through a reader (the region's way), then zf_store_get_folio(). */
+			for (int reader = 1; reader >= 0; reader--) {
+				zf_store_options o = wb_opts(units[u], e);
+				zf_engines_stats before, after;
+				struct model m;
 
-			model_open(&m, &o);
-			assert_int_equal(store_reader_create(m.s, &m.reader), 0);
-			for (unsigned k = 0; k < 3; k++)
-				model_put_data(&m, 512 * k, M2, kinds[e - 1][k], 40 + k);
-			model_put_data(&m, 512 * 3, K64, D_MIXED, 50);
-			/* Some of it written back: read from the file, in the same get. */
-			assert_true(model_writeback(&m, 256 * 1024) > 0);
-			for (unsigned k = 0; k < 3; k++)
-				model_get_folio(&m, 512 * k, M2);
-			model_get_folio(&m, 512 * 3, K64);
-			model_get_folio(&m, 512 * 3 + 16, K64); /* nothing there: -ENOENT */
-			assert_int_equal(store_pool_pins(m.s), 0);
-			model_check(&m);
-			model_close(&m);
+				model_open(&m, &o);
+				if (reader)
+					assert_int_equal(store_reader_create(m.s, &m.reader), 0);
+				for (unsigned k = 0; k < 3; k++)
+					model_put_data(&m, 512 * k, M2, kinds[e - 1][k], 40 + k);
+				model_put_data(&m, 512 * 3, K64, D_MIXED, 50);
+				/* Some of it written back: read from the file, in the same get. */
+				assert_true(model_writeback(&m, 256 * 1024) > 0);
+				assert_int_equal(store_engines_stats(m.s, &before), 0);
+				for (unsigned k = 0; k < 3; k++)
+					model_get_folio(&m, 512 * k, M2);
+				assert_int_equal(store_engines_stats(m.s, &after), 0);
+				/* A 2 MiB folio of several compressed units went on the engines. */
+				if (units[u] < M2)
+					assert_true(after.jobs > before.jobs);
+				model_get_folio(&m, 512 * 3, K64);
+				model_get_folio(&m, 512 * 3 + 16, K64); /* nothing there: -ENOENT */
+				assert_int_equal(store_pool_pins(m.s), 0);
+				model_check(&m);
+				model_close(&m);
+			}
 		}
 	}
 }

@@ -61,8 +61,8 @@ static const struct cli_command bench_store_cmd = {
 		 "ceiling sample: speedup = the median of the engines=0 time over this one, ceiling =\n"
 		 "the median of one bare compression loop's time over that of two loops compressing\n"
 		 "disjoint halves at once; the same for gets (JSON get_speedup, get_ceiling_speedup:\n"
-		 "the engines decompress a folio's units, the getting thread helping). The JSON names\n"
-		 "the layout \"mode\", as it always has.\n",
+		 "the engines decompress the units of a folio of 256 KiB or more, the getting thread\n"
+		 "helping). The JSON names the layout \"mode\", as it always has.\n",
 	.uses = {
 		{ .opt = OPT_IMAGE, .def = "sample" },
 		{ .opt = OPT_CODEC, .def = "lz4" },
