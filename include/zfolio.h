@@ -288,7 +288,9 @@ ZF_API int zf_store_get(zf_store *store, uint32_t owner, uint64_t index, void *d
  * table's lock once per 64 units and the counters' lock once, where a zf_store_get() per
  * unit takes both for each. Counted as those gets would be (zswpin, swpin_units), when
  * the whole folio came back; a failed one counts only its failure and the backing reads
- * it made (decompress_fail, bd_reads, bd_read_errors). Returns 0, or:
+ * it made (decompress_fail, bd_reads, bd_read_errors). With engines, a folio of 256 KiB
+ * or more of several units decompresses on them as one batch, the calling thread
+ * helping; smaller ones in the calling thread. Returns 0, or:
  *   -ENOENT  a page of the folio is not stored;
  *   -EINVAL  len or index not as above, or a unit reaches outside the folio;
  *   -EBADMSG, -EIO  as zf_store_get() (a unit fails; what dst holds is unspecified).
