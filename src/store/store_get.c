@@ -368,10 +368,11 @@ static void unit_decoded(zf_job *job)
 }
 
 /*
- * get_group() for a reader with engines: the n units of a folio get, their views in v,
- * decompressed as one batch on the store's engines, the reader's thread among them, so
- * that a folio comes back in about the time of its share of units on each (the swap-in
- * half of the kernel's batching of compression engines). Their pool objects are pinned
+ * get_group() on the engines (batch, with its jobs: a reader's, or one the store keeps for
+ * large folio gets): the n units of a folio get, their views in v, decompressed as one
+ * batch on the store's engines, the getting thread among them, so that a folio comes
+ * back in about the time of its share of units on each (the swap-in half of the
+ * kernel's batching of compression engines). Their pool objects are pinned
  * together for it; same-filled units are filled and written-back ones read here. The
  * engines compute each object's checksum as they read it (ZF_JOB_CHECKSUM). Returns 0
  * or an error of a unit; the units read go into t.
