@@ -132,17 +132,10 @@ void region_buf_set(zf_region *r, struct fault_ctx *c, enum buf_state to)
 	c->buf_state = to;
 	if (!r->frames || had == has)
 		return;
-	if (has) {
-		const uint64_t now = atomic_fetch_add(&r->n.staging, 1) + 1;
-		uint64_t max = atomic_load_explicit(&r->n.staging_max, memory_order_relaxed);
-
-		while (now > max && !atomic_compare_exchange_weak_explicit(
-					    &r->n.staging_max, &max, now, memory_order_relaxed,
-					    memory_order_relaxed))
-			;
-	} else {
+	if (has)
+		counter_max(&r->n.staging_max, atomic_fetch_add(&r->n.staging, 1) + 1);
+	else
 		atomic_fetch_sub(&r->n.staging, 1);
-	}
 }
 
 /*

@@ -425,17 +425,21 @@ static inline int unit_wait_mark(zf_region *r, uint64_t u, uint32_t *seen)
 	return 0;
 }
 
+/* Raises *max to now if now is higher (a peak counter). */
+static inline void counter_max(_Atomic uint64_t *max, uint64_t now)
+{
+	uint64_t seen = atomic_load_explicit(max, memory_order_relaxed);
+
+	while (now > seen && !atomic_compare_exchange_weak_explicit(
+				     max, &seen, now, memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
 static inline void resident_add(zf_region *r, int64_t units)
 {
-	const uint64_t now =
-		atomic_fetch_add_explicit(&r->resident, (uint64_t)units, memory_order_acq_rel) +
-		(uint64_t)units;
-	uint64_t max = atomic_load_explicit(&r->n.resident_max, memory_order_relaxed);
-
-	while (now > max &&
-	       !atomic_compare_exchange_weak_explicit(&r->n.resident_max, &max, now,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
+	counter_max(&r->n.resident_max,
+		    atomic_fetch_add_explicit(&r->resident, (uint64_t)units, memory_order_acq_rel) +
+			    (uint64_t)units);
 }
 
 /* -------------------------------------------------------------------------------- */
