@@ -501,6 +501,12 @@ typedef struct zf_region_options {
 	 * copies (keep_clean) nor per-page swap-in go with frames (-EINVAL).
 	 */
 	uint32_t frame;
+	/*
+	 * Where the region should go, as mmap()'s address without MAP_FIXED: a hint the
+	 * kernel follows where that range is free (rounded to 2 MiB); NULL: anywhere.
+	 * zf_region_base() says where it went.
+	 */
+	void *address;
 } zf_region_options;
 
 #define ZF_FRAME_2M (2u << 20)

@@ -73,19 +73,19 @@ static _Atomic uint32_t next_owner = 0x52000000u;
  * kind. The staging areas own whole page tables (aligned to 2 MiB, a multiple of it), so
  * that no move ever shares a page table with the program's own memory.
  */
-static uint8_t *map_anonymous(size_t len)
+static uint8_t *map_anonymous(void *hint, size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* Anonymous memory of len bytes at a 2 MiB boundary (ZF_UNIT_MAX): see map_anonymous(). */
-uint8_t *region_map_aligned(size_t len)
+/* Anonymous memory of len bytes at a 2 MiB boundary (ZF_UNIT_MAX), near hint if not NULL. */
+static uint8_t *map_aligned_at(void *hint, size_t len)
 {
 	const size_t align = ZF_UNIT_MAX;
-	uint8_t *p = map_anonymous(len + align), *q;
+	uint8_t *p = map_anonymous(hint, len + align), *q;
 
 	if (!p)
 		return NULL;
@@ -94,6 +94,11 @@ uint8_t *region_map_aligned(size_t len)
 		munmap(p, (size_t)(q - p));
 	munmap(q + len, (size_t)(p + align - q));
 	return q;
+}
+
+uint8_t *region_map_aligned(size_t len)
+{
+	return map_aligned_at(NULL, len);
 }
 
 static int region_setup_store(zf_region *r, zf_store *store)
@@ -237,7 +242,8 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	pthread_mutex_init(&r->advise_lock, NULL);
 	pthread_cond_init(&r->bg_cond, NULL);
 	r->state = calloc(r->nunits, sizeof(*r->state));
-	r->base = r->frames ? region_map_aligned(r->size) : map_anonymous(r->size);
+	r->base = r->frames || options->address ? map_aligned_at(options->address, r->size)
+						: map_anonymous(NULL, r->size);
 	r->evict_stage = region_map_aligned(RG_CHUNK);
 	r->probe = region_map_aligned(ZF_UNIT_MAX);
 	ret = !r->base || !r->evict_stage || !r->probe || !r->state ? -ENOMEM : 0;

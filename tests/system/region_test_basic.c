@@ -5,7 +5,7 @@
  * (swpin_fallback), never-written memory reads zero (pgfault_zero), writes after a
  * swap-in go out on the next eviction, partly resident units, read(2)/write(2) on evicted
  * memory (works in thread mode, EFAULT in SIGBUS mode, as the header says), the stats
- * text, bad options (-EINVAL).
+ * text, bad options (-EINVAL), the address hint.
  *
  * With frames (ZF_TEST_FRAME=2m) the counters are the frame's (the store's stay its
  * unit's: same-filled pages are counted by the store's unit), and never-written frames
@@ -372,6 +372,41 @@ static void basic_invalid(void)
 	printf("ok   basic invalid options and ranges\n");
 }
 
+/*
+ * zf_region_options.address: a region goes where it is asked when that range is free,
+ * elsewhere when it is not, and works in both places.
+ */
+static void basic_address(void)
+{
+	const size_t size = MiB(8);
+	uint8_t *probe = mmap(NULL, size + MiB(2), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *hint;
+	zf_region_options o;
+	zf_region *r = NULL, *r2 = NULL;
+	int ret;
+
+	set_phase("basic address");
+	CHECK(probe != MAP_FAILED, "mmap: %s", strerror(errno));
+	/* A free range: where the probe was, 2 MiB-aligned. */
+	hint = (uint8_t *)(((uintptr_t)probe + MiB(2) - 1) & ~(uintptr_t)(MiB(2) - 1));
+	munmap(probe, size + MiB(2));
+	o = ropts(ZF_FAULT_THREAD, KiB(64));
+	o.address = hint;
+	ret = zf_region_create(NULL, size, &o, &r);
+	CHECK(!ret, "zf_region_create at %p: %s", (void *)hint, zf_strerror(ret));
+	CHECK(zf_region_base(r) == hint, "asked for %p, got %p", (void *)hint, zf_region_base(r));
+	memset(hint, 0x5a, size);
+	CHECK(zf_region_pageout(r, hint, size) > 0, "pageout");
+	CHECK(hint[size - 1] == 0x5a && hint[0] == 0x5a, "bytes back");
+	/* The same address again: taken, so anywhere else. */
+	ret = zf_region_create(NULL, size, &o, &r2);
+	CHECK(!ret, "zf_region_create at a taken address: %s", zf_strerror(ret));
+	CHECK(zf_region_base(r2) != hint, "two regions at %p", (void *)hint);
+	zf_region_destroy(r2);
+	zf_region_destroy(r);
+	printf("ok   basic address hint\n");
+}
+
 int case_basic(void)
 {
 	static const struct {
@@ -386,6 +421,7 @@ int case_basic(void)
 	};
 
 	basic_invalid();
+	basic_address();
 	for (int m = 0; m < 2; m++)
 		for (size_t i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++)
 			basic_one(m ? ZF_FAULT_SIGBUS : ZF_FAULT_THREAD, cfgs[i].unit,
