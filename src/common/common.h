@@ -57,5 +57,12 @@ void common_log(enum zf_log_level level, const char *fmt, ...) ZF_PRINTF(2, 3);
 int internal_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 /* Takes the synchronous signals (SIGBUS, SIGSEGV, ...) out of set. */
 void internal_unblock_sync(sigset_t *set);
+/*
+ * Nonzero while the calling thread runs zfolio's own code: always in zfolio's threads,
+ * and in a program's thread inside a SIGBUS-mode fault and inside the preload runtime's
+ * calls into the library (src/run). The runtime keeps such a thread's allocations with
+ * the C library, out of regions.
+ */
+extern _Thread_local int common_internal;
 
 #endif /* ZF_COMMON_H */

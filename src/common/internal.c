@@ -10,11 +10,32 @@
  * folio being put), which may lie in a SIGBUS-mode region: its fault there comes as a
  * SIGBUS that the region's handler serves in that thread. Blocked, the kernel would kill
  * the process instead.
+ *
+ * Each zfolio thread also says it is one (common_internal): the preload runtime
+ * (src/run) puts a program's allocations in regions, and keeps zfolio's own, made in
+ * these threads, with the C library's malloc, where no eviction can reach them.
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #include "common.h"
+
+_Thread_local int common_internal;
+
+struct start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *internal_start(void *p)
+{
+	struct start s = *(struct start *)p;
+
+	free(p);
+	common_internal = 1;
+	return s.fn(s.arg);
+}
 
 void internal_unblock_sync(sigset_t *set)
 {
@@ -26,14 +47,23 @@ void internal_unblock_sync(sigset_t *set)
 
 int internal_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg)
 {
+	struct start *s;
 	sigset_t all, old;
 	int ret;
 
+	common_internal++; /* the start block: the C library's */
+	s = malloc(sizeof(*s));
+	common_internal--;
+	if (!s)
+		return ENOMEM;
+	*s = (struct start){ fn, arg };
 	/* The new thread inherits the mask (docs/region.md, failure modes, row 6). */
 	sigfillset(&all);
 	internal_unblock_sync(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(thread, NULL, fn, arg);
+	ret = pthread_create(thread, NULL, internal_start, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret)
+		free(s);
 	return ret;
 }

@@ -214,6 +214,7 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 	uint8_t *addr = si->si_addr;
 	int in_region = 0; /* a region's, which failed: no waiting for moved memory */
 
+	common_internal++; /* the store's free() of the unit's entry: the C library's */
 	if (si->si_code == BUS_ADRERR) {
 		for (int i = 0; i < RG_MAX_REGIONS; i++) {
 			zf_region *r;
@@ -267,14 +268,17 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 			atomic_fetch_sub_explicit(&registry_active[i], 1, memory_order_release);
 			if (res == FAILED)
 				break;
+			common_internal--;
 			errno = saved_errno;
 			return;
 		}
 	}
 	if (si->si_code == BUS_ADRERR && !in_region && moved_memory(addr)) {
+		common_internal--;
 		errno = saved_errno;
 		return;
 	}
+	common_internal--; /* the program's handler is the program's */
 	sigbus_chain(sig, si, uc);
 	errno = saved_errno;
 }
