@@ -61,8 +61,10 @@ void internal_unblock_sync(sigset_t *set);
  * Nonzero while the calling thread runs zfolio's own code: always in zfolio's threads,
  * and in a program's thread inside a SIGBUS-mode fault and inside the preload runtime's
  * calls into the library (src/run). The runtime keeps such a thread's allocations with
- * the C library, out of regions.
+ * the C library, out of regions. Initial-exec: read with no call into the loader, whose
+ * dynamic TLS lookup reads a table the C library allocated with malloc(), which under the
+ * runtime may be region memory; a SIGBUS-mode fault there would recurse.
  */
-extern _Thread_local int common_internal;
+extern _Thread_local int common_internal __attribute__((tls_model("initial-exec")));
 
 #endif /* ZF_COMMON_H */

@@ -21,7 +21,7 @@
 
 #include "common.h"
 
-_Thread_local int common_internal;
+_Thread_local int common_internal __attribute__((tls_model("initial-exec")));
 
 struct start {
 	void *(*fn)(void *);
