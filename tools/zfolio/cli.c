@@ -144,6 +144,22 @@ static const struct cli_option options[NR_OPTS] = {
 			"zstd level of a .zst output file, 1..22" },
 	[OPT_JSON] = { "json", 0, ARG_FLAG, ONE, NULL, 0, 0, NULL,
 		       "print JSON, one object per line, instead of text" },
+	[OPT_JSON_FILE] = { "json", 0, ARG_TEXT, ONE, "FILE", 0, 0, NULL,
+			    "also write the summary as one JSON object to FILE (the program's "
+			    "own output is left alone)" },
+	[OPT_LIMIT] = { "limit", 0, ARG_SIZE, ONE, "SIZE", 2 * ZF_PAGE_SIZE, UNLIMITED, NULL,
+			"resident bytes of the program's memory in zfolio; past it the coldest "
+			"units are compressed away (without it nothing is, unless the program "
+			"asks with MADV_PAGEOUT)" },
+	[OPT_MIN_SIZE] = { "min-size", 0, ARG_SIZE, ONE, "SIZE", ZF_PAGE_SIZE, UNLIMITED, NULL,
+			   "smaller anonymous mappings stay with the kernel (the heap is "
+			   "zfolio's whatever its blocks' sizes: it maps large segments)" },
+	[OPT_STATS_DIR] = { "stats-dir", 0, ARG_TEXT, ONE, "DIR", 0, 0, NULL,
+			    "keep each process's counters there, as PREFIX.PID files of one JSON "
+			    "object (default: a temporary directory, removed at the end)" },
+	[OPT_FALLBACK] = { "fallback", 0, ARG_FLAG, ONE, NULL, 0, 0, NULL,
+			   "when zfolio cannot run here (no userfaultfd), run the program "
+			   "without it, and say so, instead of exiting 77" },
 	[OPT_CSV] = { "csv", 0, ARG_FLAG, ONE, NULL, 0, 0, NULL,
 		      "comma-separated values with a header line instead of the table" },
 	[OPT_HELP] = { "help", 'h', ARG_FLAG, ONE, NULL, 0, 0, NULL, "this text" },
@@ -339,6 +355,12 @@ const struct cli_args *cli_parse(const struct cli_command *cmd, int argc, char *
 		const struct cli_use *u;
 
 		if (operands_only || arg[0] != '-' || !arg[1]) {
+			if (cmd->command_line) {
+				args.operand = arg;
+				args.rest = &argv[i];
+				n_operands = 1;
+				break;
+			}
 			if (!cmd->operand)
 				cli_die(EXIT_USAGE, "unexpected argument '%s'%s", arg,
 					takes(cmd, OPT_IMAGE) ? " (images are given with --image)"
@@ -447,8 +469,11 @@ void cli_usage(const struct cli_command *cmd, FILE *f)
 	size_t n = 0;
 	int lists = 0, indent;
 
-	/* The synopsis: the operand, the required options, then the others in brackets. */
-	if (cmd->operand)
+	/*
+	 * The synopsis: the operand, the required options, then the others in brackets; a
+	 * command line to run goes last, after "--".
+	 */
+	if (cmd->operand && !cmd->command_line)
 		n += (size_t)snprintf(synopsis + n, sizeof(synopsis) - n, "%s ", cmd->operand);
 	for (int pass = 0; pass < 2; pass++) {
 		for (const struct cli_use *u = cmd->uses; u->opt != OPT_NONE; u++) {
@@ -460,6 +485,8 @@ void cli_usage(const struct cli_command *cmd, FILE *f)
 			lists |= options[u->opt].count == LIST && max_values(u) > 1;
 		}
 	}
+	if (cmd->operand && cmd->command_line)
+		n += (size_t)snprintf(synopsis + n, sizeof(synopsis) - n, "[--] %s ", cmd->operand);
 	/* What a pair of brackets holds stays on one line. */
 	for (int depth = 0, i = 0; synopsis[i]; i++) {
 		depth += (synopsis[i] == '[') - (synopsis[i] == ']');

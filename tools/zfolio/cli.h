@@ -53,7 +53,12 @@ enum cli_opt {
 	OPT_ALL,
 	OPT_LEVEL,
 	OPT_JSON,
+	OPT_JSON_FILE,
 	OPT_CSV,
+	OPT_LIMIT,
+	OPT_MIN_SIZE,
+	OPT_STATS_DIR,
+	OPT_FALLBACK,
 	OPT_HELP,
 	NR_OPTS
 };
@@ -75,6 +80,11 @@ struct cli_use {
 struct cli_command {
 	const char *name; /* "bench codec" */
 	const char *operand; /* "PID": the one operand it needs; NULL: none */
+	/*
+	 * The operand and every argument after it are a command line to run (zfolio run):
+	 * options end at the first argument that is not one, or at "--".
+	 */
+	int command_line;
 	const char *about; /* between the usage line and the options */
 	const char *notes; /* after the options; may be NULL */
 	struct cli_use uses[24]; /* ended by OPT_NONE; -h/--help is implied */
@@ -92,6 +102,7 @@ struct cli_value {
 struct cli_args {
 	struct cli_value v[NR_OPTS];
 	const char *operand; /* the command's operand, when it takes one */
+	char **rest; /* with command_line: the command line, NULL-terminated (argv's) */
 };
 
 /*
@@ -197,6 +208,7 @@ char *cli_region_stats_text(zf_region *r);
 int cmd_bench(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_pageout(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 /* The benchmarks under "zfolio bench" (cmd_bench dispatches to them). */
 int bench_zpool(int argc, char **argv);
 int bench_store(int argc, char **argv);

@@ -34,6 +34,8 @@ int main(int argc, char **argv)
 		return cmd_pageout(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "capture"))
 		return cmd_capture(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "run"))
+		return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
 		printf("zfolio %s (codecs: %s)\n", zf_version_string(), zf_codec_algorithms());
 		return 0;
