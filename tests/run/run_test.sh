@@ -1,0 +1,147 @@
+#!/bin/sh
+# run_test.sh - "zfolio run" and libzfolio-run.so end to end: real programs under a limit
+# print what they print without zfolio, and the counters show their memory went through
+# it. usage: run_test.sh ZFOLIO RUN_MAPS RUN_HEAP CASE
+#
+#   usage    exit statuses: the program's, 128 + a signal, 127, 2 for bad usage
+#   maps     run_maps (mappings: munmap, mremap, MAP_FIXED, files, madvise, threads,
+#            more than the limit) passes plain and under zfolio, in both fault modes
+#   heap     a glibc-malloc program over 4x the limit: the same checksum, resident peak
+#            within limit + one reclaim batch, units evicted and read back; the same
+#            without frames at 4 KiB units, with zstd, in SIGBUS mode, and through
+#            LD_PRELOAD and ZFOLIO_* without the command
+#   python   Debian's python3 building objects over 4x the limit: the same digest
+#   sqlite   sqlite3 with an in-memory database over 4x the limit: the same query
+#            results and integrity_check
+#
+# Exits 0, 1 on a failure, 77 when zfolio cannot run here (no userfaultfd) or the
+# program a case needs is not installed.
+set -u
+Z=$1 MAPS=$2 HEAP=$3 CASE=$4
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+fail() {
+	echo "FAIL run_test $CASE: $*" >&2
+	exit 1
+}
+
+"$Z" run -- true
+rc=$?
+[ $rc -eq 77 ] && { echo "SKIP: zfolio cannot run here"; exit 77; }
+[ $rc -eq 0 ] || fail "zfolio run -- true: exit $rc"
+
+# A field of the JSON summary in $1.
+field() {
+	sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"
+}
+
+# Runs "$@" under zfolio with --json $T/sum.json; fails unless it exits 0.
+zrun() {
+	"$Z" run --json "$T/sum.json" "$@" > "$T/out" 2> "$T/err" ||
+		fail "zfolio run $*: exit $? ($(tail -3 "$T/err"))"
+}
+
+# The summary shows units evicted and read back, and a peak within limit + batch.
+check_paged() {
+	limit=$1
+	peak=$(field "$T/sum.json" resident_max)
+	out=$(field "$T/sum.json" swpout)
+	in=$(field "$T/sum.json" swpin)
+	[ "${out:-0}" -gt 0 ] && [ "${in:-0}" -gt 0 ] ||
+		fail "$2: nothing paged (swpout ${out:-?}, swpin ${in:-?}): $(cat "$T/sum.json")"
+	[ "${peak:-0}" -gt 0 ] && [ "$peak" -le $((limit + (2 << 20))) ] ||
+		fail "$2: resident peak ${peak:-?} over the limit $limit + 2 MiB"
+}
+
+case $CASE in
+usage)
+	"$Z" run > /dev/null 2>&1
+	[ $? -eq 2 ] || fail "no PROG: want exit 2"
+	"$Z" run --limit 12q -- true > /dev/null 2>&1
+	[ $? -eq 2 ] || fail "--limit 12q: want exit 2"
+	"$Z" run --help | grep -q "PROG" || fail "--help says nothing of PROG"
+	"$Z" run -- "$T/no-such-program" 2> "$T/err"
+	[ $? -eq 127 ] || fail "a program that does not exist: want 127"
+	grep -q "cannot run" "$T/err" || fail "no word on the program that does not exist"
+	"$Z" run -- sh -c 'exit 3' 2> /dev/null
+	[ $? -eq 3 ] || fail "the program's exit status 3 not passed on"
+	"$Z" run sh -c 'kill -TERM $$' 2> /dev/null
+	[ $? -eq 143 ] || fail "a program killed by SIGTERM: want 143"
+	mkdir "$T/tmp"
+	TMPDIR=$T/tmp "$Z" run --limit 8m --json "$T/s.json" -- "$HEAP" 16 > /dev/null \
+		2> "$T/err" || fail "run_heap 16"
+	grep -q "^zfolio: 1 process" "$T/err" || fail "no summary line: $(cat "$T/err")"
+	grep -q '"command":"run","status":0' "$T/s.json" || fail "--json: $(cat "$T/s.json")"
+	[ -z "$(ls -A "$T/tmp")" ] || fail "left behind in TMPDIR: $(ls -A "$T/tmp")"
+	TMPDIR=$T/tmp "$Z" run -- sh -c 'kill -KILL $$' 2> /dev/null
+	[ $? -eq 137 ] || fail "a program killed by SIGKILL: want 137"
+	[ -z "$(ls -A "$T/tmp")" ] || fail "left behind after kill -9: $(ls -A "$T/tmp")"
+	;;
+maps)
+	"$MAPS" > "$T/plain" 2>&1 || fail "run_maps without zfolio: $(cat "$T/plain")"
+	for mode in thread sigbus; do
+		zrun --limit 32m --mode $mode -- "$MAPS"
+		grep -q "^ok   pageout" "$T/out" || fail "$mode: run_maps: $(cat "$T/out" "$T/err")"
+		check_paged $((32 << 20)) "run_maps $mode"
+	done
+	;;
+heap)
+	want=$("$HEAP" 256)
+	for opts in "" "--frame none --unit 4k" "--codec zstd:1" "--mode sigbus"; do
+		# shellcheck disable=SC2086 # the options are words
+		zrun --limit 64m $opts -- "$HEAP" 256
+		[ "$(cat "$T/out")" = "$want" ] ||
+			fail "run_heap [$opts]: checksum $(cat "$T/out"), want $want"
+		check_paged $((64 << 20)) "run_heap [$opts]"
+	done
+	lib=$(dirname "$Z")/src/libzfolio-run.so
+	[ -f "$lib" ] || lib=$(dirname "$Z")/../lib/libzfolio-run.so
+	got=$(LD_PRELOAD=$lib ZFOLIO_LIMIT=32m ZFOLIO_STATS=$T/st "$HEAP" 128)
+	[ "$got" = "$("$HEAP" 128)" ] || fail "LD_PRELOAD: checksum $got"
+	grep -q '"swpout":[1-9]' "$T"/st.* || fail "LD_PRELOAD: no counters, or nothing paged"
+	;;
+python)
+	py=/usr/bin/python3
+	[ -x $py ] || { echo "SKIP: no $py"; exit 77; }
+	cat > "$T/objs.py" << 'EOF'
+import hashlib
+d = {}
+for i in range(600000):
+    d[i] = ("value-%d-" % i) * 20
+objs = [list(range(i, i + 50)) for i in range(0, 600000, 10)]
+h = hashlib.sha256()
+for i in range(0, 600000, 7):
+    h.update(d[i].encode())
+for o in objs[::13]:
+    h.update(repr(o).encode())
+print(h.hexdigest(), len(d), len(objs))
+EOF
+	want=$($py "$T/objs.py")
+	zrun --limit 64m -- $py "$T/objs.py"
+	[ "$(cat "$T/out")" = "$want" ] || fail "python3: $(cat "$T/out"), want $want"
+	check_paged $((64 << 20)) "python3"
+	;;
+sqlite)
+	command -v sqlite3 > /dev/null || { echo "SKIP: no sqlite3"; exit 77; }
+	cat > "$T/db.sql" << 'EOF'
+PRAGMA cache_size = -400000;
+CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000)
+INSERT INTO t SELECT x, 'key-' || (x * 7919 % 300000), printf('%.*c', 200 + x % 300, 'v') || x FROM c;
+CREATE INDEX tk ON t(k);
+DELETE FROM t WHERE id % 5 = 0;
+SELECT count(*), sum(length(v)), max(k) FROM t;
+SELECT k, length(v) FROM t WHERE k LIKE 'key-1234%' ORDER BY k LIMIT 5;
+PRAGMA integrity_check;
+EOF
+	want=$(sqlite3 :memory: < "$T/db.sql")
+	zrun --limit 32m -- sqlite3 :memory: < "$T/db.sql"
+	[ "$(cat "$T/out")" = "$want" ] || fail "sqlite3: $(cat "$T/out"), want $want"
+	check_paged $((32 << 20)) "sqlite3"
+	;;
+*)
+	fail "no case $CASE"
+	;;
+esac
+echo "PASS run_test $CASE"
