@@ -127,6 +127,7 @@ struct zf_engines {
 	unsigned n; /* threads started */
 	struct engine *engine;
 	atomic_uint refs; /* one for the owner until zf_engines_destroy(), one per batch */
+	pid_t pid; /* whose threads these are: a child after fork() starts its own */
 
 	/* Counted once per batch (and per context made) from any thread. */
 	_Alignas(CACHE_LINE) atomic_uint_least64_t batches;
@@ -581,6 +582,7 @@ int zf_engines_create(unsigned n, zf_engines **enginesp)
 	atomic_init(&e->unlimited, true);
 	atomic_init(&e->urgent_queued, 0);
 	atomic_init(&e->refs, 1);
+	e->pid = getpid();
 
 	for (unsigned i = 0; i < n; i++) {
 		struct engine *s = &e->engine[i];
@@ -603,6 +605,35 @@ int zf_engines_create(unsigned n, zf_engines **enginesp)
 	}
 	*enginesp = e;
 	return 0;
+}
+
+int engine_fork_child(zf_engines *e)
+{
+	pthread_mutexattr_t attr;
+	unsigned n;
+	int ret = 0;
+
+	if (!e || e->pid == getpid())
+		return 0; /* none, or restarted already (engines shared by two stores) */
+	e->pid = getpid();
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&e->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	e->sleepers = NULL;
+	n = e->n;
+	e->n = 0;
+	for (unsigned i = 0; i < n && !ret; i++) {
+		struct engine *s = &e->engine[i];
+
+		s->asleep = false;
+		s->next_sleeper = NULL;
+		pthread_cond_init(&s->wake, NULL);
+		ret = internal_thread_create(&s->thread, engine_main, s);
+		if (!ret)
+			e->n = i + 1;
+	}
+	return -ret;
 }
 
 void zf_engines_destroy(zf_engines *engines)

@@ -45,4 +45,12 @@ void engine_batch_set_flush(zf_batch *b, void (*flush)(void));
 /* Sets or clears the batch's ZF_BATCH_NO_HELP for its next submit (none in flight). */
 void engine_batch_set_help(zf_batch *b, bool help);
 
+/*
+ * In a child after fork(), with no batch in flight at the fork (the caller made sure):
+ * the engines' lock made anew and their threads started again (threads do not survive
+ * fork()), once per process. 0, or pthread_create()'s error (negative); the engines that
+ * started run.
+ */
+int engine_fork_child(zf_engines *engines);
+
 #endif /* ZF_ENGINE_H */

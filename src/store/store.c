@@ -340,3 +340,15 @@ size_t zf_store_stats_text(zf_store *s, char *buf, size_t cap)
 		buf[ZF_MIN(len, cap - 1)] = '\0';
 	return len;
 }
+
+int store_fork_ok(const zf_store *s)
+{
+	return !s->backing;
+}
+
+int store_fork_child(zf_store *s)
+{
+	if (!store_fork_ok(s))
+		return -ENOTSUP;
+	return engine_fork_child(s->engines);
+}

@@ -48,4 +48,13 @@ int store_get_folio_with(zf_store *s, struct store_reader *r, uint32_t owner, ui
 /* The store's unit: 4096 in split mode. */
 uint32_t store_unit(const zf_store *s);
 
+/*
+ * fork() (the region's ZF_FORK_COPY, region_fork.c). A store can be copied into a child
+ * when it has no backing file (whose io_uring and slots the child would share with the
+ * parent): 1, or 0. store_fork_child(), in the child, with no operation of the store in
+ * flight at the fork: its engines started again. 0, or a negative error.
+ */
+int store_fork_ok(const zf_store *s);
+int store_fork_child(zf_store *s);
+
 #endif /* ZF_STORE_H */
