@@ -412,8 +412,9 @@ ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
  *     it, or two others do (docs/region.md, "The order of events");
  *   - mprotect(): allowed; a unit the kernel will not move out (part of it read-only)
  *     stays resident;
- *   - fork(): the child does not get the region (MADV_DONTFORK: it faults with SIGSEGV if
- *     it touches it); the parent loses nothing.
+ *   - fork(): by default the child does not get the region (MADV_DONTFORK: it faults
+ *     with SIGSEGV if it touches it); with ZF_FORK_COPY it gets a copy of it, evicted
+ *     units included (zf_region_options.fork); the parent loses nothing either way.
  * Each of these either works as it would on plain memory or leaves a unit resident; none
  * loses a write, brings back dropped data or crashes zfolio. See docs/region.md, "What
  * the program may do", and zf_region_options.fault_mode for what the fast mode costs.
@@ -444,6 +445,25 @@ enum zf_fault_mode {
 	 * touch the region, nor replace zfolio's handler while a region exists.
 	 */
 	ZF_FAULT_SIGBUS = 1,
+};
+
+enum zf_fork_policy {
+	/*
+	 * The default: a child of fork() does not get the region (MADV_DONTFORK: it gets
+	 * SIGSEGV if it touches it); the parent loses nothing.
+	 */
+	ZF_FORK_NONE = 0,
+	/*
+	 * The child gets a copy: every byte of the region as it was at the fork, resident
+	 * and evicted units alike, in a region of its own (its own userfaultfd, threads,
+	 * and a copy of the store as it was), and both go on privately, as with plain
+	 * memory. fork() waits for the faults and the eviction in flight to finish; pages
+	 * are shared copy-on-write, the store's pool too. Through pthread_atfork() handlers
+	 * (zf_region_atfork()): a raw clone() without them gives the child no region memory
+	 * (SIGSEGV), never zeros. A handler installed before zfolio's must not touch region
+	 * memory.
+	 */
+	ZF_FORK_COPY = 1,
 };
 
 enum zf_swapin_mode {
@@ -507,6 +527,8 @@ typedef struct zf_region_options {
 	 * zf_region_base() says where it went.
 	 */
 	void *address;
+	/* What a child of fork() gets: enum zf_fork_policy, default ZF_FORK_NONE. */
+	uint32_t fork;
 } zf_region_options;
 
 #define ZF_FRAME_2M (2u << 20)
@@ -558,6 +580,14 @@ enum zf_region_advice {
 	ZF_ADV_COLD = 1, /* the units go first when reclaim next needs room */
 	ZF_ADV_HOT = 2, /* in use: reclaim passes them once; evicted ones come in now */
 };
+/*
+ * Installs zfolio's fork handlers (pthread_atfork()) now; the first zf_region_create()
+ * does otherwise. Handlers installed after zfolio's may touch region memory in their
+ * prepare and child handlers; those installed before may not (ZF_FORK_COPY). A program
+ * or runtime that makes regions late calls this early. Idempotent.
+ */
+ZF_API void zf_region_atfork(void);
+
 /* Returns 0, or -EINVAL (range outside the region or unknown advice). */
 ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len,
 			    enum zf_region_advice advice);
@@ -640,6 +670,11 @@ typedef struct zf_region_stats {
 	 * the store's is zf_store_stats.meta_bytes.
 	 */
 	uint64_t staging_bytes, staging_max, meta_bytes;
+	/*
+	 * ZF_FORK_COPY: units an eviction found shared with a child since a fork (the
+	 * kernel will not move such pages) and gave pages of the region's own first.
+	 */
+	uint64_t fork_unshared;
 } zf_region_stats;
 
 /* Copies the counters as zf_store_get_stats() does. Returns 0, or -EINVAL. */

@@ -26,6 +26,8 @@ enum test_point {
 	TP_FAULT_FIXED, /* the same: claimed (LOADING), the page fixed, not yet released */
 	TP_ZEROS_UNPROTECT, /* a write to a frame that maps the huge zero page: about to lift
 			     * its protection (claimed LOADING, read_lock shared) */
+	TP_SWAPIN_LOADED, /* a swap-in: the unit claimed (LOADING) and read from the store,
+			   * not yet placed (fork_lock shared) */
 	TP_COUNT
 };
 

@@ -135,6 +135,38 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 	return ret ? -ret : 0;
 }
 
+/*
+ * The region's threads: its service threads (one in SIGBUS mode, for the events), the
+ * reclaim thread under a limit, the readahead thread; their contexts are made. At
+ * creation, and in a child after fork() (region_fork.c).
+ */
+int region_start_threads(zf_region *r)
+{
+	const unsigned n = r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct service_arg *a = malloc(sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		*a = (struct service_arg){ r, &r->thread_ctx[i] };
+		if (start_thread(&r->threads[r->nthreads], region_service_main, a)) {
+			free(a);
+			return -ENOMEM;
+		}
+		r->nthreads++;
+	}
+	if (r->limit_units) {
+		TRY(start_thread(&r->reclaimer, region_reclaim_main, r));
+		r->have_reclaimer = 1;
+	}
+	if (r->want_reader) {
+		TRY(start_thread(&r->reader, region_readahead_main, r));
+		r->have_reader = 1;
+	}
+	return 0;
+}
+
 static int region_start(zf_region *r)
 {
 	const unsigned n = r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads;
@@ -155,18 +187,8 @@ static int region_start(zf_region *r)
 	if (!r->threads || !r->thread_ctx)
 		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
-		struct service_arg *a = malloc(sizeof(*a));
-
-		if (!a)
-			return -ENOMEM;
-		*a = (struct service_arg){ r, &r->thread_ctx[i] };
 		r->thread_ctx[i].service = 1;
-		if (region_fault_ctx_init(r, &r->thread_ctx[i]) ||
-		    start_thread(&r->threads[r->nthreads], region_service_main, a)) {
-			free(a);
-			return -ENOMEM;
-		}
-		r->nthreads++;
+		TRY(region_fault_ctx_init(r, &r->thread_ctx[i]));
 	}
 	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
 		for (int i = 0; i < RG_SIG_CTXS; i++) {
@@ -176,16 +198,9 @@ static int region_start(zf_region *r)
 		atomic_store(&r->sig_free, (uint32_t)((1ull << RG_SIG_CTXS) - 1));
 		TRY(region_sigbus_register(r));
 	}
-	if (r->limit_units) {
-		TRY(start_thread(&r->reclaimer, region_reclaim_main, r));
-		r->have_reclaimer = 1;
-	}
-	if (r->want_reader) {
+	if (r->want_reader)
 		TRY(region_fault_ctx_init(r, &r->ra_ctx));
-		TRY(start_thread(&r->reader, region_readahead_main, r));
-		r->have_reader = 1;
-	}
-	return 0;
+	return region_start_threads(r);
 }
 
 static int options_check(const zf_region_options *o, size_t size)
@@ -203,6 +218,7 @@ static int options_check(const zf_region_options *o, size_t size)
 	 */
 	RETURN_IF(o->frame && o->frame != ZF_FRAME_2M, -EINVAL);
 	RETURN_IF(o->frame && (o->keep_clean || o->swapin == ZF_SWAPIN_PER_PAGE), -EINVAL);
+	RETURN_IF(o->fork != ZF_FORK_NONE && o->fork != ZF_FORK_COPY, -EINVAL);
 	return 0;
 }
 
@@ -238,6 +254,15 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	}
 	pthread_mutex_init(&r->evict_lock, NULL);
 	pthread_rwlock_init(&r->read_lock, NULL);
+	{
+		/* A fork waiting for the faults in flight goes before new ones. */
+		pthread_rwlockattr_t attr;
+
+		pthread_rwlockattr_init(&attr);
+		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&r->fork_lock, &attr);
+		pthread_rwlockattr_destroy(&attr);
+	}
 	pthread_mutex_init(&r->bg_lock, NULL);
 	pthread_mutex_init(&r->advise_lock, NULL);
 	pthread_cond_init(&r->bg_cond, NULL);
@@ -251,6 +276,9 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 		ret = region_order_init(r);
 	if (!ret)
 		ret = region_setup_store(r, store);
+	/* A store with a backing file cannot be copied into a child (store_fork_ok()). */
+	if (!ret && r->o.fork == ZF_FORK_COPY && !store_fork_ok(r->store))
+		ret = -ENOTSUP;
 	if (!ret)
 		ret = region_uffd_register(r);
 	if (!ret) {
@@ -262,6 +290,10 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 		ret = region_start(r);
 	if (ret)
 		goto fail;
+	/* The fork handlers: also for regions a child does not get (region_sigbus.c). */
+	zf_region_atfork();
+	if (r->o.fork == ZF_FORK_COPY)
+		region_fork_add(r);
 	*out = r;
 	return 0;
 fail:
@@ -317,6 +349,9 @@ void zf_region_destroy(zf_region *r)
 {
 	if (!r)
 		return;
+	/* Out of the fork list first: waits for a fork in progress. */
+	if (r->o.fork == ZF_FORK_COPY)
+		region_fork_remove(r);
 	stop_background(r);
 	/* Let a pageout in flight finish, then no more evictions. */
 	pthread_mutex_lock(&r->evict_lock);
@@ -370,6 +405,7 @@ void zf_region_destroy(zf_region *r)
 		zf_store_destroy(r->store);
 	pthread_mutex_destroy(&r->evict_lock);
 	pthread_rwlock_destroy(&r->read_lock);
+	pthread_rwlock_destroy(&r->fork_lock);
 	pthread_mutex_destroy(&r->bg_lock);
 	pthread_mutex_destroy(&r->advise_lock);
 	pthread_cond_destroy(&r->bg_cond);
@@ -445,7 +481,9 @@ int zf_region_advise(zf_region *r, void *addr, size_t len, enum zf_region_advice
 				break;
 			if (!r->advise_ctx.reader && region_fault_ctx_init(r, &r->advise_ctx))
 				break;
+			fork_gate_enter(r);
 			res = region_swap_in(r, &r->advise_ctx, u, unit_addr(r, u), 1);
+			fork_gate_leave(r);
 			if (res != RETRY)
 				break;
 			sched_yield();
@@ -505,6 +543,7 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 	GET(frame_split);
 	GET(frame_fallback);
 	GET(fresh_ahead);
+	GET(fork_unshared);
 #undef GET
 	s->staging_bytes = atomic_load(&r->n.staging) * r->unit;
 	s->staging_max = atomic_load(&r->n.staging_max) * r->unit;
@@ -604,6 +643,7 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(staging_bytes);
 	FIELD(staging_max);
 	FIELD(meta_bytes);
+	FIELD(fork_unshared);
 #undef FIELD
 #undef LINE
 	return len;

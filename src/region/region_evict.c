@@ -82,7 +82,8 @@ static int units_held(zf_region *r, const uint8_t *a, const uint8_t *b)
  * that zap has been seen to spin in the kernel for good (6.18: once in ~120 runs of
  * region_events' "race", sigbus 4k; none in 2000 with this check). Such a unit is given
  * back; its event drops what the program dropped. Returns what region_move() returns;
- * *err -ENOENT: the range left the region, -EBUSY: an event holds a unit of it.
+ * *err -ENOENT: the range left the region, -EINPROGRESS: an event holds a unit of it,
+ * -EBUSY (the kernel's): a page is shared with a child since a fork (unshare_unit()).
  */
 static size_t move_held(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, int *err)
 {
@@ -97,7 +98,7 @@ static size_t move_held(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, in
 		}
 		if (units_held(r, src + done, src + len)) {
 			pthread_rwlock_unlock(&r->read_lock);
-			*err = -EBUSY;
+			*err = -EINPROGRESS;
 			return done;
 		}
 		done += region_move(r, dst + done, src + done, len - done, 0, err);
@@ -110,18 +111,63 @@ static size_t move_held(zf_region *r, uint8_t *dst, uint8_t *src, size_t len, in
 }
 
 /*
+ * Pages shared with a child since a fork (ZF_FORK_COPY) are not the region's alone:
+ * UFFDIO_MOVE refuses them (EBUSY) until a write gives each side pages of its own, and
+ * after a fork every page then present is shared, in the parent too, even once the child
+ * is gone. MADV_POPULATE_WRITE takes that copy-on-write for each present page of unit u
+ * without writing anything: then the move goes. Present pages only (a hole would fault,
+ * and the fault wait for this eviction, which holds the unit), none write-protected (a
+ * clean unit's would too), under read_lock as a move: no event drops them meanwhile.
+ * Costs a copy of each shared page, which the child keeps until it writes or exits.
+ * Returns 0 when the pages are the region's now, else -EBUSY.
+ */
+static int unshare_unit(zf_region *r, uint64_t u)
+{
+	uint8_t *src = unit_addr(r, u);
+	unsigned char vec[512];
+	int ret = -EBUSY;
+
+	if (atomic_load_explicit(&r->state[u], memory_order_acquire) & (F_CLEAN | F_DOUBT))
+		return ret;
+	pthread_rwlock_rdlock(&r->read_lock);
+	if (!region_moved_on(r, (uintptr_t)src, (uintptr_t)src + r->unit) &&
+	    !units_held(r, src, src + r->unit) && !mincore(src, r->unit, vec)) {
+		ret = 0;
+		for (size_t p = 0, q; p < r->unit_pages && !ret; p = q) {
+			for (q = p; q < r->unit_pages && (vec[q] & 1) == (vec[p] & 1); q++)
+				;
+			if ((vec[p] & 1) &&
+			    madvise(src + p * RG_PAGE, (q - p) * RG_PAGE, MADV_POPULATE_WRITE))
+				ret = -EBUSY;
+		}
+	}
+	pthread_rwlock_unlock(&r->read_lock);
+	if (!ret)
+		INC(r, fork_unshared);
+	return ret;
+}
+
+/*
  * Moves unit k of the chunk out whole; 0, or an error when some page could not move (the
  * ones that did must go back). A unit that spans two of the program's mappings (it
- * mprotect()ed part of it) is refused as a range (EINVAL) and moves page by page.
+ * mprotect()ed part of it) is refused as a range (EINVAL) and moves page by page; one
+ * shared with a child since a fork, once unshared (unshare_unit()).
  */
 static int move_unit(struct evict *ev, uint64_t k)
 {
 	zf_region *r = ev->r;
 	uint8_t *src = unit_addr(r, ev->first + k), *dst = staged(ev, k);
+	size_t done;
 	int err;
 
-	if (move_held(r, dst, src, r->unit, &err) == r->unit)
+	done = move_held(r, dst, src, r->unit, &err);
+	if (done == r->unit)
 		return 0;
+	if (err == -EBUSY && !unshare_unit(r, ev->first + k)) {
+		done += move_held(r, dst + done, src + done, r->unit - done, &err);
+		if (done == r->unit)
+			return 0;
+	}
 	if (err != -EINVAL)
 		return err;
 	for (size_t off = 0; off < r->unit; off += RG_PAGE) {

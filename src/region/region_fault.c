@@ -43,6 +43,12 @@ int region_fault_ctx_init(zf_region *r, struct fault_ctx *c)
 	TRY(store_reader_create(r->store, &c->reader));
 	atomic_fetch_add(&r->n.ctx_bytes, ctx_bytes(r)); /* given back by _fini() */
 	c->buf_state = BUF_EMPTY;
+	return region_fault_ctx_buf(r, c);
+}
+
+/* c's unit buffer (also in a child after fork: it is MADV_DONTFORK). */
+int region_fault_ctx_buf(zf_region *r, struct fault_ctx *c)
+{
 	if (r->frames) {
 		/* The nursery: a frame the kernel backs with a huge page (region_frame.c). */
 		c->buf = region_map_aligned(r->unit);
@@ -155,6 +161,7 @@ enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, 
 		INC(r, fault_fail);
 		return FAILED;
 	}
+	TEST_POINT(TP_SWAPIN_LOADED);
 	pthread_rwlock_rdlock(&r->read_lock);
 	if (atomic_load_explicit(&r->state[u], memory_order_acquire) & F_EVENT)
 		ret = -EAGAIN; /* an event of the program came meanwhile: it goes first */
@@ -594,12 +601,13 @@ void *region_service_main(void *arg)
 			write = (msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
 			addr = (uint8_t *)(uintptr_t)msgs[i].arg.pagefault.address;
 			t0 = now_ns();
+			fork_gate_enter(r);
 			res = region_serve(r, c, addr, wp, write);
-			if (res == RETRY) {
+			if (res == RETRY)
 				res = region_serve(r, c, addr, wp, write);
-				if (res == RETRY)
-					retry[nretry++] = (uintptr_t)addr;
-			}
+			fork_gate_leave(r);
+			if (res == RETRY)
+				retry[nretry++] = (uintptr_t)addr;
 			if (res == FAILED)
 				fail_closed(r, addr);
 			else if (res == GONE)

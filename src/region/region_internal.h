@@ -46,6 +46,10 @@
 #include "../store/store.h"
 #include "uffd_compat.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 #define RG_PAGE ZF_PAGE_SIZE
 #define RG_SIG_CTXS 16 /* fault contexts for SIGBUS-mode faults in flight */
 /*
@@ -131,7 +135,7 @@ struct counters {
 		ev_remap, copy_eagain, copy_eexist, fault_fail, resident_max;
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
 	_Atomic uint64_t thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback;
-	_Atomic uint64_t fresh_ahead;
+	_Atomic uint64_t fresh_ahead, fork_unshared;
 	_Atomic uint64_t staging, staging_max; /* nursery frames holding a huge page (units) */
 	_Atomic uint64_t ctx_bytes; /* the fault contexts' bookkeeping (region_fault_ctx_init) */
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
@@ -159,7 +163,8 @@ struct zf_region {
 	int own_store;
 	zf_region_options o;
 	int uffd;
-	uint64_t features;
+	uint64_t features; /* what UFFDIO_API answered: the features the kernel offers */
+	uint64_t features_asked; /* what the region asked for (a child asks the same) */
 	_Atomic uint32_t *state;
 
 	/* Residency: units resident (or being loaded), and the limit in units. */
@@ -245,6 +250,12 @@ struct zf_region {
 
 	_Atomic int dying; /* zf_region_destroy() has unregistered the memory */
 	/*
+	 * fork (region_fork.c): read while a fault is served or a unit swapped in; written
+	 * by a fork with ZF_FORK_COPY, which so finds no unit in transition.
+	 */
+	pthread_rwlock_t fork_lock;
+	zf_region *fork_next; /* in the list of ZF_FORK_COPY regions, under its lock */
+	/*
 	 * REMAP events read and not yet handled, plus one while a read of the descriptor is
 	 * under way: an mremap() goes on as soon as its REMAP is read, inside read(), before
 	 * it can be counted (region_read_events()). Memory moved out is not served while
@@ -308,6 +319,17 @@ static inline void futex_wait(_Atomic uint32_t *word, uint32_t val)
 static inline void futex_wake_all(_Atomic uint32_t *word)
 {
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* Serving a fault or swapping a unit in: never across a fork (region_fork.c). */
+static inline void fork_gate_enter(zf_region *r)
+{
+	pthread_rwlock_rdlock(&r->fork_lock);
+}
+
+static inline void fork_gate_leave(zf_region *r)
+{
+	pthread_rwlock_unlock(&r->fork_lock);
 }
 
 static inline uint8_t *unit_addr(const zf_region *r, uint64_t u)
@@ -496,6 +518,7 @@ uint8_t *region_map_aligned(size_t len);
 
 /* region_uffd.c: the descriptor, placing pages. */
 int region_uffd_register(zf_region *r);
+int region_uffd_reopen(zf_region *r);
 int region_place(zf_region *r, uint8_t *dst, const uint8_t *src, size_t len, int wp);
 /*
  * Moves [src, src + len) to dst (UFFDIO_MOVE; dst registered with us, holes stay holes):
@@ -507,6 +530,12 @@ int region_zero_fill(zf_region *r, uint8_t *addr, size_t len);
 
 /* region_frame.c: frames placed as huge pages. */
 int region_frame_setup(zf_region *r);
+
+/* region_fork.c: the ZF_FORK_COPY regions a child gets (list kept by region.c). */
+void region_fork_add(zf_region *r);
+void region_fork_remove(zf_region *r);
+/* region.c: the region's threads started (at creation, and in a child after fork). */
+int region_start_threads(zf_region *r);
 int region_frame_mapped(const uint8_t *addr);
 void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
 void region_buf_set(zf_region *r, struct fault_ctx *c, enum buf_state to);
@@ -524,6 +553,7 @@ void region_readahead_note(zf_region *r, uint64_t u);
 
 /* region_fault.c: fault contexts, reading a unit back, swap-in, serving, service threads. */
 int region_fault_ctx_init(zf_region *r, struct fault_ctx *c);
+int region_fault_ctx_buf(zf_region *r, struct fault_ctx *c);
 void region_fault_ctx_fini(zf_region *r, struct fault_ctx *c);
 int region_load_data(zf_region *r, struct fault_ctx *c, uint64_t u, int64_t page);
 enum serve_result region_swap_in(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *addr,
@@ -569,6 +599,7 @@ void region_put_back(zf_region *r, uint8_t *addr, const uint8_t *src, size_t len
  * fault in memory moved out of a region waits from then until its descriptor is closed.
  */
 int region_sigbus_register(zf_region *r);
+void region_sigbus_fork_child(void);
 void region_sigbus_unregister(zf_region *r);
 void region_sigbus_closed(zf_region *r);
 

@@ -226,8 +226,11 @@ void *region_readahead_main(void *arg)
 		pthread_mutex_unlock(&r->bg_lock);
 		if ((atomic_load_explicit(&r->state[u], memory_order_relaxed) &
 		     (ST_MASK | F_PARTIAL)) == ST_EVICTED &&
-		    room_for_one(r))
+		    room_for_one(r)) {
+			fork_gate_enter(r);
 			(void)region_swap_in(r, &r->ra_ctx, u, unit_addr(r, u), 1);
+			fork_gate_leave(r);
+		}
 		pthread_mutex_lock(&r->bg_lock);
 	}
 	pthread_mutex_unlock(&r->bg_lock);

@@ -239,7 +239,9 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 				uint64_t u = (uint64_t)(addr - r->base) >> (r->order + 12);
 				uint32_t seen;
 
+				fork_gate_enter(r);
 				res = region_serve(r, c, addr, -1, fault_write(uc));
+				fork_gate_leave(r);
 				if (res == SERVED || res == FAILED || res == GONE)
 					break;
 				if (atomic_load_explicit(&r->dying, memory_order_acquire)) {
@@ -284,30 +286,28 @@ static void sigbus_handler(int sig, siginfo_t *si, void *uc)
 }
 
 /*
- * In a child after fork() no region exists (their memory is MADV_DONTFORK, their threads
- * are not there): forget them, or a region the child makes at the same address would be
- * served with its parent's descriptor.
+ * In a child after fork() only the regions made with ZF_FORK_COPY exist (the others'
+ * memory is MADV_DONTFORK, and region_fork.c makes the copies regions again): forget the
+ * others, or a region the child makes at the same address would be served with its
+ * parent's descriptor. Called by region_fork.c's child handler, before it makes the
+ * copies.
  */
-static void sigbus_atfork_child(void)
+void region_sigbus_fork_child(void)
 {
 	pthread_mutex_init(&sigbus_lock, NULL);
 	for (int i = 0; i < RG_MAX_REGIONS; i++) {
-		atomic_store_explicit(&registry[i], NULL, memory_order_relaxed);
+		zf_region *r = atomic_load_explicit(&registry[i], memory_order_relaxed);
+
+		if (r && r->o.fork != ZF_FORK_COPY)
+			atomic_store_explicit(&registry[i], NULL, memory_order_relaxed);
 		atomic_store_explicit(&registry_active[i], 0, memory_order_relaxed);
 	}
 }
 
-static void sigbus_atfork_once(void)
-{
-	pthread_atfork(NULL, NULL, sigbus_atfork_child);
-}
-
 int region_sigbus_register(zf_region *r)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int ret = -EBUSY;
 
-	pthread_once(&once, sigbus_atfork_once);
 	pthread_mutex_lock(&sigbus_lock);
 	if (!sigbus_installed) {
 		struct sigaction sa = { .sa_sigaction = sigbus_handler,

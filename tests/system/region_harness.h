@@ -250,6 +250,7 @@ int case_evict_race(void);
 int case_many_faulters(void);
 int case_events(void);
 int case_fork(void);
+int case_fork_copy(void);
 int case_exit_inflight(void);
 int case_corrupt(void);
 int case_full(void);

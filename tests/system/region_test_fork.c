@@ -7,6 +7,11 @@
  *  exit_inflight  exit() and zf_region_destroy() while threads fault (also while they wait
  *                 for reclaim): the process ends, no hang (rows 7, 9). The exit or destroy
  *                 comes once the threads have faulted (and waited for reclaim) for a while.
+ *  fork_copy      ZF_FORK_COPY: a child sees every byte as it was at the fork, evicted
+ *                 units too, and writes, evicts and reads back its own; the parent's
+ *                 writes while the child lives stay the parent's; a grandchild; forks
+ *                 while a thread faults and evicts; a fork while a swap-in is held
+ *                 between its read and its placement (test point) waits for it.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -16,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/test_point.h"
 #include "region_harness.h"
 
 /* ---------------------------------------------------------------------------------- */
@@ -327,4 +333,177 @@ int case_exit_inflight(void)
 		}
 	}
 	return failures ? FAIL : PASS;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* fork_copy                                                                          */
+/* ---------------------------------------------------------------------------------- */
+
+/*
+ * ZF_FORK_COPY: a child sees every byte of the region as it was at the fork, evicted
+ * units included, in a region of its own, and neither side sees the other's writes.
+ * Version 2 is the parent's data at each fork.
+ */
+static struct rg *cg;
+static int cpipe[2] = { -1, -1 }; /* the parent's word to the child: "I wrote" */
+
+/* The child: all of version 2, then its own writes (3), evicted and read back. */
+static int copy_child_own(const struct cfg *c)
+{
+	const size_t n = cg->nunits;
+
+	(void)c;
+	set_phase("fork_copy: the child");
+	VERIFY(cg, 0, cg->size, "the child's copy, evicted and resident units");
+	rg_fill(cg, 0, n / 2, 3);
+	PAGEOUT(cg, 0, n, n);
+	VERIFY(cg, 0, cg->size, "the child's writes, evicted and back");
+	return failures ? 1 : 0;
+}
+
+/* The child waits until the parent wrote version 4 over everything, then checks 2. */
+static int copy_child_private(const struct cfg *c)
+{
+	char b;
+
+	(void)c;
+	set_phase("fork_copy: the child while the parent writes");
+	CHECK(read(cpipe[0], &b, 1) == 1, "the parent's word: %s", strerror(errno));
+	VERIFY(cg, 0, cg->size, "the child's copy after the parent wrote its own");
+	return failures ? 1 : 0;
+}
+
+/* The child forks a grandchild, which checks version 2 too. */
+static int copy_child_nested(const struct cfg *c)
+{
+	int st;
+
+	set_phase("fork_copy: a grandchild");
+	/* The units resident at the fork, shared with the parent: they go all the same. */
+	PAGEOUT(cg, cg->nunits / 2, cg->nunits, cg->nunits - cg->nunits / 2);
+	st = run_child_keep_sigbus(copy_child_own, c, 30);
+	CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the grandchild: %s",
+	      status_text(st));
+	VERIFY(cg, 0, cg->size, "the child's copy after its child");
+	return failures ? 1 : 0;
+}
+
+/* A swap-in held between its read and its placement while another thread forks. */
+struct held {
+	atomic_int armed, reached, forking;
+};
+
+static int hold_swapin(enum test_point point, void *arg)
+{
+	struct held *h = arg;
+	int one = 1;
+
+	(void)point;
+	if (!atomic_compare_exchange_strong(&h->armed, &one, 0))
+		return 0;
+	atomic_store(&h->reached, 1);
+	/* Until the fork is under way, and a while longer: it must wait for this swap-in. */
+	WAIT_UNTIL(atomic_load(&h->forking), WAIT_MS);
+	usleep(50 * 1000);
+	return 0;
+}
+
+static void *touch_evicted_main(void *arg)
+{
+	touch_read(arg);
+	return NULL;
+}
+
+static int copy_one(const struct cfg *c)
+{
+	zf_region_options o = ropts(c->mode, c->unit);
+	struct fork_ctx fc;
+	struct held h;
+	pthread_t t;
+	struct rg g;
+	size_t n;
+	int st;
+
+	o.fork = ZF_FORK_COPY;
+	rg_open(&g, &o, (c->unit == KiB(4) ? 256 : 32) * (size_t)c->unit, NULL);
+	cg = &g;
+	n = g.nunits;
+	rg_fill(&g, 0, n, 2);
+	PAGEOUT(&g, 0, n / 2, n / 2);
+
+	/* The child's copy, and its own writes; the parent keeps its own. */
+	expect_ok(run_child_keep_sigbus(copy_child_own, c, 30), "fork_copy: the child's copy");
+	VERIFY(&g, 0, g.size, "the parent's data after its child wrote");
+
+	/* The parent writes while the child lives: the child keeps version 2. */
+	CHECK(!pipe(cpipe), "pipe: %s", strerror(errno));
+	{
+		pid_t pid = fork();
+
+		if (!pid) {
+			close(cpipe[1]);
+			alarm(DEADLINE_S(30));
+			_exit(copy_child_private(c));
+		}
+		CHECK(pid > 0, "fork: %s", strerror(errno));
+		close(cpipe[0]);
+		rg_fill(&g, 0, n, 4);
+		PAGEOUT(&g, 0, n / 2, n / 2);
+		CHECK(write(cpipe[1], "w", 1) == 1, "write to the child");
+		close(cpipe[1]);
+		CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+		expect_ok(st, "fork_copy: the child while the parent writes");
+		VERIFY(&g, 0, g.size, "the parent's own writes after the child");
+		rg_fill(&g, 0, n, 2); /* version 2 again for the children below */
+		PAGEOUT(&g, 0, n / 2, n / 2);
+	}
+
+	/* A grandchild. */
+	expect_ok(run_child_keep_sigbus(copy_child_nested, c, 60), "fork_copy: a grandchild");
+
+	/* Forks while another thread faults and evicts. */
+	memset(&fc, 0, sizeof(fc));
+	fc.g = &g;
+	CHECK(!pthread_create(&t, NULL, fork_toucher_main, &fc), "thread");
+	for (int i = 0; i < 10; i++)
+		expect_ok(run_child_keep_sigbus(copy_child_own, c, 30),
+			  "fork_copy: a child while the parent faults and evicts");
+	atomic_store(&fc.stop, 1);
+	pthread_join(t, NULL);
+
+	/* A fork while a swap-in is between its read and its placement: it waits for it. */
+	touch_read(g.base);
+	PAGEOUT(&g, 0, 1, 1);
+	memset(&h, 0, sizeof(h));
+	atomic_store(&h.armed, 1);
+	test_point_set(TP_SWAPIN_LOADED, hold_swapin, &h);
+	CHECK(!pthread_create(&t, NULL, touch_evicted_main, g.base), "thread");
+	WAIT_UNTIL(atomic_load(&h.reached), WAIT_MS);
+	CHECK(atomic_load(&h.reached), "the swap-in did not reach the test point");
+	atomic_store(&h.forking, 1);
+	expect_ok(run_child_keep_sigbus(copy_child_own, c, 30),
+		  "fork_copy: a fork while a swap-in is held");
+	pthread_join(t, NULL);
+	test_point_set(TP_SWAPIN_LOADED, NULL, NULL);
+
+	VERIFY(&g, 0, g.size, "the parent's region after everything");
+	CHECK(rst(g.r).fault_fail == 0, "fault_fail in the parent");
+	rg_close(&g);
+	printf("ok   fork_copy %s %s%s\n", mode_name(c->mode), unit_name(c->unit),
+	       rg_frame(&o) ? " in 2m frames" : "");
+	return failures ? FAIL : PASS;
+}
+
+int case_fork_copy(void)
+{
+	static const uint32_t units[] = { KiB(4), KiB(64) };
+
+#ifdef ZF_TSAN
+	/* TSan cannot start threads in a child of a multithreaded fork() (region_test_main.c). */
+	printf("skip fork_copy under TSan\n");
+	return PASS;
+#else
+	each_config("fork_copy", copy_one, units, 2, 0, 100);
+	return failures ? FAIL : PASS;
+#endif
 }

@@ -15,6 +15,7 @@
  *   region_test_events.c   events         madvise(DONTNEED), munmap, mremap, and those
  *                                         racing pageouts and faults
  *   region_test_fork.c     fork           the MADV_DONTFORK policy
+ *                          fork_copy      ZF_FORK_COPY: a child gets a copy
  *                          exit_inflight  exit() and destroy with faults in flight
  *   region_test_corrupt.c  corrupt        a bad stored unit: SIGBUS, never a zero page
  *                          full           a store that fills up or refuses units
@@ -79,6 +80,7 @@ static const struct {
 	{ "many_faulters", case_many_faulters, 110 },
 	{ "events", case_events, 110 },
 	{ "fork", case_fork, 110 },
+	{ "fork_copy", case_fork_copy, 110 },
 	{ "exit_inflight", case_exit_inflight, 110 },
 	{ "corrupt", case_corrupt, 110 },
 	{ "limit", case_limit, 110 },
