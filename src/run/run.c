@@ -128,6 +128,7 @@ static void run_init(void)
 	o.engines = rt.cfg.engines;
 	o.fault_mode = rt.cfg.mode;
 	o.address = (void *)RUN_ARENA_AT;
+	o.fork = ZF_FORK_COPY; /* a child of fork() sees the heap it was forked with */
 	ret = zf_region_create(NULL, rt.cfg.arena, &o, &rt.region);
 	if (!ret)
 		ret = run_arena_init(
@@ -199,14 +200,64 @@ static void write_stats(void)
 	unlink(path);
 }
 
+/*
+ * fork(): the arena's lock is free in the child (a thread of the parent's may hold it at
+ * the fork), and the region's copy is the child's (region_fork.c).
+ */
+static int fork_locked; /* run_prepare() took the arena's lock (the forking thread's) */
+
+static void run_prepare(void)
+{
+	fork_locked = run_peek() != NULL;
+	if (fork_locked)
+		pthread_mutex_lock(&rt.arena.lock);
+}
+
+static void run_parent(void)
+{
+	if (fork_locked)
+		pthread_mutex_unlock(&rt.arena.lock);
+}
+
+static void run_child(void)
+{
+	if (fork_locked)
+		pthread_mutex_init(&rt.arena.lock, NULL);
+}
+
 __attribute__((constructor)) static void run_load(void)
 {
+	/*
+	 * zfolio's fork handlers before the program's, so that those may touch the heap
+	 * (zf_region_atfork()); the runtime's after them, so that its prepare runs first and
+	 * its child handler last. The region itself comes later, at the first mapping.
+	 */
+	common_internal++;
+	zf_region_atfork();
+	pthread_atfork(run_prepare, run_parent, run_child);
+	common_internal--;
 	run_heap_start();
+}
+
+/* ZFOLIO_DEBUG=1: the region's and the store's counters on stderr at exit. */
+static void debug_stats(void)
+{
+	static char buf[16384];
+	const char *s = getenv("ZFOLIO_DEBUG");
+	size_t n;
+
+	if (!run_peek() || !s || strcmp(s, "1"))
+		return;
+	n = zf_region_stats_text(rt.region, buf, sizeof(buf));
+	fprintf(stderr, "zfolio[%d] region:\n%.*s", (int)getpid(), (int)n, buf);
+	n = zf_store_stats_text(zf_region_store(rt.region), buf, sizeof(buf));
+	fprintf(stderr, "zfolio[%d] store:\n%.*s", (int)getpid(), (int)n, buf);
 }
 
 __attribute__((destructor)) static void run_unload(void)
 {
 	common_internal++;
 	write_stats();
+	debug_stats();
 	common_internal--;
 }

@@ -19,6 +19,7 @@
  * Without mimalloc (not installed) the heap stays with the C library, and says so once.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -46,11 +47,58 @@ static struct {
 } mi;
 static atomic_int mi_on; /* mi is filled in */
 
+/*
+ * The code of the C library and of the loader. What they allocate stays with the C
+ * library's malloc: their own structures (a thread's TLS table and blocks, which the
+ * loader allocates even for a thread of zfolio's that reuses a program thread's cached
+ * stack; locale data, environ, stdio buffers) are touched by zfolio's threads, and one of
+ * them faulting on a unit it is evicting, or the service thread on memory only it can
+ * serve, would wait for itself (run_fork's engines did, in a child, on a TLS table from a
+ * cached stack). The price: what a program gets from the C library (strdup(), getline(),
+ * asprintf()) is not in zfolio.
+ */
+static struct {
+	uintptr_t lo, hi;
+} libc_text[2];
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	int slot;
+
+	(void)size;
+	(void)arg;
+	name = name ? name + 1 : info->dlpi_name;
+	if (!name || (!strncmp(name, "libc.so", 7)    ? (slot = 0, 0)
+		      : !strncmp(name, "ld-linux", 8) ? (slot = 1, 0)
+						      : 1))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			libc_text[slot].lo = info->dlpi_addr + ph->p_vaddr;
+			libc_text[slot].hi = libc_text[slot].lo + ph->p_memsz;
+		}
+	}
+	return 0;
+}
+
+/* Whether the call came from the C library or the loader (its return address). */
+static inline int from_libc(const void *ra)
+{
+	const uintptr_t a = (uintptr_t)ra;
+
+	return (a >= libc_text[0].lo && a < libc_text[0].hi) ||
+	       (a >= libc_text[1].lo && a < libc_text[1].hi);
+}
+
 void run_heap_start(void)
 {
 	void *h;
 
 	common_internal++; /* dlopen() allocates */
+	dl_iterate_phdr(find_text, NULL);
 	h = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
 	if (h) {
 		mi.malloc = (void *(*)(size_t))dlsym(h, "mi_malloc");
@@ -70,10 +118,11 @@ void run_heap_start(void)
 				"C library (only large mappings go to zfolio)\n");
 }
 
-/* Whether this thread's new allocations go to mimalloc. */
-static inline int to_mi(void)
+/* Whether an allocation called from ra goes to mimalloc. */
+static inline int to_mi(const void *ra)
 {
-	return !common_internal && atomic_load_explicit(&mi_on, memory_order_acquire);
+	return !common_internal && atomic_load_explicit(&mi_on, memory_order_acquire) &&
+	       !from_libc(ra);
 }
 
 /* Whether p is mimalloc's (and so must go back to it). */
@@ -84,12 +133,12 @@ static inline int is_mi(const void *p)
 
 RUN_EXPORT void *malloc(size_t n)
 {
-	return to_mi() ? mi.malloc(n) : __libc_malloc(n);
+	return to_mi(__builtin_return_address(0)) ? mi.malloc(n) : __libc_malloc(n);
 }
 
 RUN_EXPORT void *calloc(size_t n, size_t m)
 {
-	return to_mi() ? mi.calloc(n, m) : __libc_calloc(n, m);
+	return to_mi(__builtin_return_address(0)) ? mi.calloc(n, m) : __libc_calloc(n, m);
 }
 
 RUN_EXPORT void free(void *p)
@@ -100,11 +149,23 @@ RUN_EXPORT void free(void *p)
 		__libc_free(p);
 }
 
-RUN_EXPORT void *realloc(void *p, size_t n)
+/* realloc() for a caller at ra. */
+static void *realloc_from(const void *ra, void *p, size_t n)
 {
 	if (!p)
-		return malloc(n);
+		return to_mi(ra) ? mi.malloc(n) : __libc_malloc(n);
 	return is_mi(p) ? mi.realloc(p, n) : __libc_realloc(p, n);
+}
+
+/* An aligned block for a caller at ra. */
+static void *aligned_from(const void *ra, size_t align, size_t n)
+{
+	return to_mi(ra) ? mi.memalign(n, align) : __libc_memalign(align, n);
+}
+
+RUN_EXPORT void *realloc(void *p, size_t n)
+{
+	return realloc_from(__builtin_return_address(0), p, n);
 }
 
 RUN_EXPORT void *reallocarray(void *p, size_t n, size_t m)
@@ -115,12 +176,12 @@ RUN_EXPORT void *reallocarray(void *p, size_t n, size_t m)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc(p, bytes);
+	return realloc_from(__builtin_return_address(0), p, bytes);
 }
 
 RUN_EXPORT void *memalign(size_t align, size_t n)
 {
-	return to_mi() ? mi.memalign(n, align) : __libc_memalign(align, n);
+	return aligned_from(__builtin_return_address(0), align, n);
 }
 
 RUN_EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -129,7 +190,7 @@ RUN_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 
 	if (align < sizeof(void *) || (align & (align - 1)))
 		return EINVAL;
-	p = memalign(align, n);
+	p = aligned_from(__builtin_return_address(0), align, n);
 	if (!p && n)
 		return ENOMEM;
 	*out = p;
@@ -142,17 +203,18 @@ RUN_EXPORT void *aligned_alloc(size_t align, size_t n)
 		errno = EINVAL;
 		return NULL;
 	}
-	return memalign(align, n);
+	return aligned_from(__builtin_return_address(0), align, n);
 }
 
 RUN_EXPORT void *valloc(size_t n)
 {
-	return memalign(ZF_PAGE_SIZE, n);
+	return aligned_from(__builtin_return_address(0), ZF_PAGE_SIZE, n);
 }
 
 RUN_EXPORT void *pvalloc(size_t n)
 {
-	return memalign(ZF_PAGE_SIZE, (n + ZF_PAGE_SIZE - 1) & ~(size_t)(ZF_PAGE_SIZE - 1));
+	return aligned_from(__builtin_return_address(0), ZF_PAGE_SIZE,
+			    (n + ZF_PAGE_SIZE - 1) & ~(size_t)(ZF_PAGE_SIZE - 1));
 }
 
 RUN_EXPORT size_t malloc_usable_size(void *p)

@@ -18,9 +18,9 @@
  *   - mremap(): shrinking gives the tail back; growing takes the addresses after it when
  *     they are free, else (MREMAP_MAYMOVE) copies to a new arena range;
  *   - madvise(MADV_PAGEOUT) evicts into zfolio (zf_region_pageout()), MADV_COLD and
- *     MADV_WILLNEED are the region's advice; MADV_DOFORK is ignored (a child cannot
- *     see region memory yet: docs/run.md, "fork"); the rest go to the kernel, which
- *     tells the region (DONTNEED, FREE: its events).
+ *     MADV_WILLNEED are the region's advice, MADV_FREE is a MADV_DONTNEED (below);
+ *     MADV_DOFORK is ignored (the region decides what a child gets); the rest go to
+ *     the kernel, which tells the region (DONTNEED: its events).
  */
 #include <stdarg.h>
 #include <string.h>
@@ -294,6 +294,14 @@ RUN_EXPORT int madvise(void *addr, size_t len, int advice)
 	}
 	case MADV_DOFORK:
 		return 0;
+	case MADV_FREE:
+		/*
+		 * The region cannot tell a MADV_FREE's event from a DONTNEED's and keeps the
+		 * unit resident while the pages may still come back (F_DOUBT): a heap that
+		 * frees with MADV_FREE (mimalloc does) would pin its units over the limit.
+		 * Dropping them now is one of the outcomes MADV_FREE allows.
+		 */
+		return run_sys_madvise(addr, len, MADV_DONTNEED);
 	default:
 		return run_sys_madvise(addr, len, advice);
 	}

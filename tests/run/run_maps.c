@@ -14,7 +14,9 @@
  *               the bytes; MAP_POPULATE; PROT_NONE then mprotect() to read-write
  *   threads     threads allocating, writing, checking and freeing blocks of up to 300
  *               KiB at once (malloc, calloc, realloc, posix_memalign, aligned_alloc),
- *               some 20 MiB in all, under the limit of run_test.sh
+ *               some 20 MiB in all, under the limit of run_test.sh; what the loader
+ *               and the C library allocate (a thread's TLS table, strdup()) is not in
+ *               the runtime's arena
  *   pageout     a mapping larger than ZFOLIO_LIMIT written, then read back in order and
  *               checked (the runtime evicts and brings units back meanwhile)
  *
@@ -231,8 +233,27 @@ static void case_advise(void)
 	CHECK(!munmap(q, MiB(2)), "munmap: %s", strerror(errno));
 }
 
+/*
+ * Under zfolio run: whether p lies in the runtime's arena (src/run/run.c: 8 TiB on, 16 GiB
+ * by default). What the loader and the C library allocate must not (run_heap.c): zfolio's
+ * threads touch it, and one faulting on a unit it is evicting would wait for itself.
+ */
+static int in_arena(const void *p)
+{
+	const uintptr_t a = (uintptr_t)p, base = (uintptr_t)8 << 40;
+
+	return getenv("ZFOLIO_STATS") && a >= base && a < base + ((uintptr_t)16 << 30);
+}
+
 static void *thread_main(void *arg)
 {
+#if defined(__x86_64__)
+	void *dtv;
+
+	/* The thread's TLS table: the loader allocated it. */
+	__asm__("mov %%fs:8, %0" : "=r"(dtv));
+	CHECK(!in_arena(dtv), "a thread's TLS table %p is in zfolio's arena", dtv);
+#endif
 	uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
 	struct {
 		uint8_t *p;
@@ -295,8 +316,12 @@ static void *thread_main(void *arg)
 static void case_threads(void)
 {
 	pthread_t t[4];
+	char *dup;
 
 	phase = "threads";
+	dup = strdup("the C library's own allocation");
+	CHECK(dup && !in_arena(dup), "strdup()'s block %p is in zfolio's arena", (void *)dup);
+	free(dup);
 	for (uintptr_t i = 0; i < 4; i++)
 		CHECK(!pthread_create(&t[i], NULL, thread_main, (void *)(i + 1)), "pthread_create");
 	for (int i = 0; i < 4; i++)

@@ -10,6 +10,9 @@
 #            within limit + one reclaim batch, units evicted and read back; the same
 #            without frames at 4 KiB units, with zstd, in SIGBUS mode, and through
 #            LD_PRELOAD and ZFOLIO_* without the command
+#   fork     run_fork (children of a heap mostly evicted check every byte, write their
+#            own, a grandchild, an exec), a shell pipeline, python3's multiprocessing
+#            with fork: the same output as without zfolio
 #   python   Debian's python3 building objects over 4x the limit: the same digest
 #   sqlite   sqlite3 with an in-memory database over 4x the limit: the same query
 #            results and integrity_check
@@ -100,6 +103,37 @@ heap)
 	got=$(LD_PRELOAD=$lib ZFOLIO_LIMIT=32m ZFOLIO_STATS=$T/st "$HEAP" 128)
 	[ "$got" = "$("$HEAP" 128)" ] || fail "LD_PRELOAD: checksum $got"
 	grep -q '"swpout":[1-9]' "$T"/st.* || fail "LD_PRELOAD: no counters, or nothing paged"
+	;;
+fork)
+	FORK=$(dirname "$HEAP")/run_fork
+	zrun --limit 32m -- "$FORK" 128
+	[ "$(cat "$T/out")" = ok ] || fail "run_fork: $(cat "$T/out" "$T/err")"
+	check_paged $((32 << 20)) "run_fork"
+	zrun --limit 16m -- sh -c "'$HEAP' 64 | tr 0-9 a-j | cat; '$HEAP' 32"
+	want=$("$HEAP" 64 | tr 0-9 a-j; "$HEAP" 32)
+	[ "$(cat "$T/out")" = "$want" ] || fail "a shell pipeline: $(cat "$T/out")"
+	py=/usr/bin/python3
+	[ -x $py ] || exit 0
+	cat > "$T/mp.py" << 'EOF'
+import hashlib, multiprocessing as mp
+mp.set_start_method("fork")
+data = [("item-%d-" % i) * 30 for i in range(300000)]
+def digest(lo, hi):
+    h = hashlib.sha256()
+    for s in data[lo:hi]:
+        h.update(s.encode())
+    return h.hexdigest()
+def work(k):
+    for i in range(k, len(data), 7):
+        data[i] = data[i].upper()
+    return digest(k * 1000, k * 1000 + 50000)
+with mp.Pool(2, maxtasksperchild=1) as p:
+    res = p.map(work, range(4))
+print(res, digest(0, len(data)))
+EOF
+	want=$($py "$T/mp.py")
+	zrun --limit 32m -- $py "$T/mp.py"
+	[ "$(cat "$T/out")" = "$want" ] || fail "multiprocessing: $(cat "$T/out"), want $want"
 	;;
 python)
 	py=/usr/bin/python3
