@@ -136,6 +136,23 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 }
 
 /*
+ * The eventfds that stop the service threads and, in SIGBUS mode, ask the service thread
+ * to log a failure (the handler cannot: region_sigbus.c). 0 or -errno.
+ */
+int region_open_eventfds(zf_region *r)
+{
+	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (r->stop_fd < 0)
+		return -errno;
+	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
+		r->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (r->log_fd < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/*
  * The region's threads: its service threads (one in SIGBUS mode, for the events), the
  * reclaim thread under a limit, the readahead thread; their contexts are made. At
  * creation, and in a child after fork() (region_fork.c).
@@ -173,15 +190,7 @@ static int region_start(zf_region *r)
 
 	/* Decided before any service thread reads it. */
 	r->want_reader = r->o.readahead && r->o.swapin == ZF_SWAPIN_WHOLE;
-	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (r->stop_fd < 0)
-		return -errno;
-	/* SIGBUS mode: the handler asks the service thread to log (region_sigbus.c). */
-	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
-		r->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (r->log_fd < 0)
-			return -errno;
-	}
+	TRY(region_open_eventfds(r));
 	r->threads = calloc(n, sizeof(*r->threads));
 	r->thread_ctx = calloc(n, sizeof(*r->thread_ctx));
 	if (!r->threads || !r->thread_ctx)
@@ -201,6 +210,23 @@ static int region_start(zf_region *r)
 	if (r->want_reader)
 		TRY(region_fault_ctx_init(r, &r->ra_ctx));
 	return region_start_threads(r);
+}
+
+/* The region's locks, unlocked: at creation, and in a child after fork (region_fork.c). */
+void region_locks_init(zf_region *r)
+{
+	pthread_rwlockattr_t attr;
+
+	pthread_mutex_init(&r->evict_lock, NULL);
+	pthread_rwlock_init(&r->read_lock, NULL);
+	/* A fork waiting for the faults in flight goes before new ones. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&r->fork_lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	pthread_mutex_init(&r->bg_lock, NULL);
+	pthread_mutex_init(&r->advise_lock, NULL);
+	pthread_cond_init(&r->bg_cond, NULL);
 }
 
 static int options_check(const zf_region_options *o, size_t size)
@@ -252,20 +278,7 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 		r->batch_units = ZF_MAX(options->reclaim_batch / r->unit, 1);
 		r->batch_units = ZF_MIN(r->batch_units, r->limit_units / 2);
 	}
-	pthread_mutex_init(&r->evict_lock, NULL);
-	pthread_rwlock_init(&r->read_lock, NULL);
-	{
-		/* A fork waiting for the faults in flight goes before new ones. */
-		pthread_rwlockattr_t attr;
-
-		pthread_rwlockattr_init(&attr);
-		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-		pthread_rwlock_init(&r->fork_lock, &attr);
-		pthread_rwlockattr_destroy(&attr);
-	}
-	pthread_mutex_init(&r->bg_lock, NULL);
-	pthread_mutex_init(&r->advise_lock, NULL);
-	pthread_cond_init(&r->bg_cond, NULL);
+	region_locks_init(r);
 	r->state = calloc(r->nunits, sizeof(*r->state));
 	r->base = r->frames || options->address ? map_aligned_at(options->address, r->size)
 						: map_anonymous(NULL, r->size);
@@ -306,7 +319,8 @@ fail:
  * have unmapped some and mapped its own memory there, which we must leave alone. (The
  * still-mapped part of a partly unmapped unit is left mapped: we cannot tell it apart.)
  */
-static void live_runs(zf_region *r, void (*fn)(zf_region *r, uint8_t *addr, size_t len))
+void region_live_runs(zf_region *r, void (*fn)(zf_region *r, uint8_t *addr, size_t len, int arg),
+		      int arg)
 {
 	for (uint64_t u = 0; u < r->nunits;) {
 		uint64_t v = u;
@@ -314,21 +328,23 @@ static void live_runs(zf_region *r, void (*fn)(zf_region *r, uint8_t *addr, size
 		while (v < r->nunits && (atomic_load(&r->state[v]) & ST_MASK) != ST_GONE)
 			v++;
 		if (v > u)
-			fn(r, unit_addr(r, u), (v - u) * r->unit);
+			fn(r, unit_addr(r, u), (v - u) * r->unit, arg);
 		u = v + 1;
 	}
 }
 
-static void unregister_run(zf_region *r, uint8_t *addr, size_t len)
+static void unregister_run(zf_region *r, uint8_t *addr, size_t len, int arg)
 {
 	struct uffdio_range rg = { .start = (uintptr_t)addr, .len = len };
 
+	(void)arg;
 	(void)uffd_range(r, UFFDIO_UNREGISTER, &rg);
 }
 
-static void unmap_run(zf_region *r, uint8_t *addr, size_t len)
+void region_unmap_run(zf_region *r, uint8_t *addr, size_t len, int arg)
 {
 	(void)r;
+	(void)arg;
 	munmap(addr, len);
 }
 
@@ -357,7 +373,7 @@ void zf_region_destroy(zf_region *r)
 	pthread_mutex_lock(&r->evict_lock);
 	/* Wakes every thread waiting on the range; faults from now on are plain. */
 	if (r->uffd >= 0 && r->base)
-		live_runs(r, unregister_run);
+		region_live_runs(r, unregister_run, 0);
 	atomic_store(&r->dying, 1); /* SIGBUS-mode faults waiting for room give up */
 	pthread_mutex_unlock(&r->evict_lock);
 	region_sigbus_unregister(r);
@@ -376,7 +392,7 @@ void zf_region_destroy(zf_region *r)
 		close(r->uffd);
 	region_sigbus_closed(r);
 	if (r->base)
-		live_runs(r, unmap_run);
+		region_live_runs(r, region_unmap_run, 0);
 	if (r->stop_fd >= 0)
 		close(r->stop_fd);
 	if (r->log_fd >= 0)

@@ -37,7 +37,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 
 #include "region_internal.h"
@@ -65,36 +64,16 @@ void region_fork_remove(zf_region *r)
 	pthread_mutex_unlock(&forks_lock);
 }
 
-static void madvise_live(zf_region *r, int advice)
+static void madvise_run(zf_region *r, uint8_t *addr, size_t len, int advice)
 {
-	for (uint64_t u = 0; u < r->nunits;) {
-		uint64_t v = u;
-
-		while (v < r->nunits && (atomic_load(&r->state[v]) & ST_MASK) != ST_GONE)
-			v++;
-		if (v > u)
-			(void)madvise(unit_addr(r, u), (v - u) * r->unit, advice);
-		u = v + 1;
-	}
+	(void)r;
+	(void)madvise(addr, len, advice);
 }
 
 /*
  * The order of the locks is theirs everywhere: an eviction holds evict_lock and takes
  * read_lock; a fault holds fork_lock and takes read_lock; an event holds read_lock.
  */
-static void unmap_live(zf_region *r)
-{
-	for (uint64_t u = 0; u < r->nunits;) {
-		uint64_t v = u;
-
-		while (v < r->nunits && (atomic_load(&r->state[v]) & ST_MASK) != ST_GONE)
-			v++;
-		if (v > u)
-			(void)munmap(unit_addr(r, u), (v - u) * r->unit);
-		u = v + 1;
-	}
-}
-
 static void fork_prepare(void)
 {
 	common_internal++;
@@ -103,7 +82,7 @@ static void fork_prepare(void)
 		pthread_mutex_lock(&r->evict_lock);
 		pthread_rwlock_wrlock(&r->fork_lock);
 		pthread_rwlock_wrlock(&r->read_lock);
-		madvise_live(r, MADV_DOFORK);
+		region_live_runs(r, madvise_run, MADV_DOFORK);
 	}
 	common_internal--;
 }
@@ -112,7 +91,7 @@ static void fork_parent(void)
 {
 	common_internal++;
 	for (zf_region *r = forks; r; r = r->fork_next) {
-		madvise_live(r, MADV_DONTFORK);
+		region_live_runs(r, madvise_run, MADV_DONTFORK);
 		pthread_rwlock_unlock(&r->read_lock);
 		pthread_rwlock_unlock(&r->fork_lock);
 		pthread_mutex_unlock(&r->evict_lock);
@@ -156,20 +135,10 @@ static void reprotect(zf_region *r)
 /* The child's copy of r made a region again; on failure it is left unregistered. */
 static int child_one(zf_region *r)
 {
-	pthread_rwlockattr_t attr;
 	const unsigned n = r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads;
 	uint64_t st;
 
-	/* The locks, held by the thread that forked: made anew, unlocked. */
-	pthread_mutex_init(&r->evict_lock, NULL);
-	pthread_rwlock_init(&r->read_lock, NULL);
-	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&r->fork_lock, &attr);
-	pthread_rwlockattr_destroy(&attr);
-	pthread_mutex_init(&r->bg_lock, NULL);
-	pthread_mutex_init(&r->advise_lock, NULL);
-	pthread_cond_init(&r->bg_cond, NULL);
+	region_locks_init(r); /* held by the thread that forked: made anew, unlocked */
 	/* Nothing was in transition (fork_prepare()): no waiter, no mark, no event half done. */
 	for (uint64_t u = 0; u < r->nunits; u++) {
 		st = atomic_load(&r->state[u]) & ST_MASK;
@@ -186,14 +155,7 @@ static int child_one(zf_region *r)
 		close(r->pagemap_fd);
 	r->uffd = r->log_fd = -1;
 	r->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (r->stop_fd < 0)
-		return -errno;
-	if (r->o.fault_mode == ZF_FAULT_SIGBUS) {
-		r->log_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (r->log_fd < 0)
-			return -errno;
-	}
+	TRY(region_open_eventfds(r));
 	/* What was MADV_DONTFORK: the staging area, the probe page, the fault buffers. */
 	r->evict_stage = region_map_aligned(RG_CHUNK);
 	r->probe = region_map_aligned(ZF_UNIT_MAX);
@@ -211,7 +173,8 @@ static int child_one(zf_region *r)
 	    madvise(r->probe, ZF_UNIT_MAX, MADV_NOHUGEPAGE))
 		return -errno;
 	TRY(region_uffd_reopen(r));
-	madvise_live(r, MADV_DONTFORK); /* as the parent's: until the child's next fork */
+	region_live_runs(r, madvise_run,
+			 MADV_DONTFORK); /* as the parent's: until the child's next fork */
 	/* The program's events read before the fork and queued: the child's layout too. */
 	if (r->nqueue)
 		region_run_queue(r, &r->thread_ctx[0]);
@@ -249,7 +212,7 @@ static void fork_child(void)
 				   "region %p: cannot be made in the child after fork (%s): the "
 				   "child does not get it",
 				   (void *)r->base, zf_strerror(ret));
-			unmap_live(r);
+			region_live_runs(r, region_unmap_run, 0);
 		}
 	}
 	common_internal--;

@@ -536,6 +536,12 @@ void region_fork_add(zf_region *r);
 void region_fork_remove(zf_region *r);
 /* region.c: the region's threads started (at creation, and in a child after fork). */
 int region_start_threads(zf_region *r);
+int region_open_eventfds(zf_region *r);
+void region_locks_init(zf_region *r);
+/* fn(r, addr, len, arg) on each run of units still the region's (not GONE). */
+void region_live_runs(zf_region *r, void (*fn)(zf_region *r, uint8_t *addr, size_t len, int arg),
+		      int arg);
+void region_unmap_run(zf_region *r, uint8_t *addr, size_t len, int arg);
 int region_frame_mapped(const uint8_t *addr);
 void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
 void region_buf_set(zf_region *r, struct fault_ctx *c, enum buf_state to);

@@ -108,22 +108,28 @@ int region_uffd_register(zf_region *r)
 	return 0;
 }
 
-/* Registers [addr, addr + len) with r's descriptor: 0 or -errno. */
-static int register_range(zf_region *r, uint8_t *addr, size_t len)
+/*
+ * Registers [addr, addr + len), a run of units still the region's, with r's descriptor;
+ * a run the kernel refuses whole (the program mapped something else over part of it)
+ * unit by unit, and a unit refused is left to the program.
+ */
+static void register_run(zf_region *r, uint8_t *addr, size_t len, int arg)
 {
 	struct uffdio_register reg = {
 		.range = { .start = (uintptr_t)addr, .len = len },
 		.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
 	};
 
-	return ioctl(r->uffd, UFFDIO_REGISTER, &reg) ? -errno : 0;
+	if (!ioctl(r->uffd, UFFDIO_REGISTER, &reg) || arg)
+		return;
+	for (size_t off = 0; off < len; off += r->unit)
+		register_run(r, addr + off, r->unit, 1);
 }
 
 /*
  * In a child after fork() (region_fork.c): a descriptor of the child's own, with the
- * features the parent's had, and the units that are still the region's registered with
- * it (a run the kernel refuses whole, because the program mapped something else over
- * part of it, unit by unit; a unit refused is left to the program). Returns 0 or -errno.
+ * features the parent asked for, and the units that are still the region's registered
+ * with it. Returns 0 or -errno.
  */
 int region_uffd_reopen(zf_region *r)
 {
@@ -134,17 +140,7 @@ int region_uffd_reopen(zf_region *r)
 		return r->uffd;
 	if (ioctl(r->uffd, UFFDIO_API, &api))
 		return -errno;
-	for (uint64_t u = 0; u < r->nunits;) {
-		uint64_t v = u;
-
-		while (v < r->nunits && (atomic_load(&r->state[v]) & ST_MASK) != ST_GONE)
-			v++;
-		if (v > u && register_range(r, unit_addr(r, u), (v - u) * r->unit)) {
-			for (uint64_t w = u; w < v; w++)
-				(void)register_range(r, unit_addr(r, w), r->unit);
-		}
-		u = v + 1;
-	}
+	region_live_runs(r, register_run, 0);
 	return 0;
 }
 
