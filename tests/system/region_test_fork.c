@@ -500,6 +500,8 @@ int case_fork_copy(void)
 
 #ifdef ZF_TSAN
 	/* TSan cannot start threads in a child of a multithreaded fork() (region_test_main.c). */
+	(void)units;
+	(void)copy_one;
 	printf("skip fork_copy under TSan\n");
 	return PASS;
 #else
