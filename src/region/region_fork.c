@@ -105,8 +105,8 @@ static int rebuf(zf_region *r, struct fault_ctx *c)
 {
 	if (!c->reader)
 		return 0;
+	region_buf_set(r, c, BUF_EMPTY); /* what it held is not there (the staging gauge) */
 	c->buf = NULL;
-	c->buf_state = BUF_EMPTY;
 	return region_fault_ctx_buf(r, c);
 }
 
@@ -132,7 +132,7 @@ static void reprotect(zf_region *r)
 	}
 }
 
-/* The child's copy of r made a region again; on failure it is left unregistered. */
+/* The child's copy of r made a region again: 0, or an error (fork_child() unmaps it). */
 static int child_one(zf_region *r)
 {
 	const unsigned n = r->o.fault_mode == ZF_FAULT_SIGBUS ? 1 : r->o.fault_threads;
@@ -165,6 +165,9 @@ static int child_one(zf_region *r)
 		TRY(rebuf(r, &r->thread_ctx[i]));
 	for (int i = 0; i < RG_SIG_CTXS; i++)
 		TRY(rebuf(r, &r->sig_ctx[i]));
+	/* SIGBUS mode: a context a faulting thread of the parent's held is free here. */
+	if (r->o.fault_mode == ZF_FAULT_SIGBUS)
+		atomic_store(&r->sig_free, (uint32_t)((1ull << RG_SIG_CTXS) - 1));
 	TRY(rebuf(r, &r->ra_ctx));
 	TRY(rebuf(r, &r->advise_ctx));
 	TRY(rebuf(r, &r->evict_ctx));
