@@ -138,8 +138,11 @@ static void *arena_map_fixed(struct run *rt, void *addr, size_t len, int prot, i
 	} else {
 		(void)run_arena_take_at(&rt->arena, (uintptr_t)addr, len); /* if it was free */
 	}
-	if (!anon) {
-		/* The kernel's: the region lets these addresses go, and so does the arena. */
+	if (!anon || run_arena_lost(&rt->arena, (uintptr_t)addr, len)) {
+		/*
+		 * The kernel's: the region lets these addresses go, and so does the arena. Also
+		 * anonymous memory over addresses already lost: what is there is not the region's.
+		 */
 		run_arena_lose(&rt->arena, (uintptr_t)addr, len);
 		return run_sys_mmap(addr, len, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd,
 				    off);

@@ -9,7 +9,8 @@
  *   fixed       MAP_FIXED anonymous memory over part of a mapping: zeros there, the rest
  *               intact; MAP_FIXED_NOREPLACE over it: EEXIST
  *   file        a file mapped MAP_FIXED over part of a mapping: the file's bytes there;
- *               unmapped, and later mappings still read zeros and keep what they get
+ *               anonymous memory mapped over that again: zeros; unmapped, and later
+ *               mappings still read zeros and keep what they get
  *   advise      MADV_DONTNEED reads zeros; MADV_PAGEOUT, MADV_COLD, MADV_WILLNEED keep
  *               the bytes; MAP_POPULATE; PROT_NONE then mprotect() to read-write
  *   threads     threads allocating, writing, checking and freeing blocks of up to 300
@@ -188,6 +189,11 @@ static void case_file(void)
 		CHECK(q[i] == 0xab, "the file's byte %zu is %u", i, q[i]);
 	expect(p, MiB(1), 5, 0, "before the file");
 	expect(p + MiB(1) + KiB(256), MiB(3) - KiB(256), 5, MiB(1) + KiB(256), "after the file");
+	/* Anonymous memory over the file again: zeros, not the file. */
+	q = mmap(p + MiB(1), KiB(128), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	CHECK(q == p + MiB(1), "anonymous MAP_FIXED over the file: %s", strerror(errno));
+	expect_zero(q, KiB(128), "anonymous memory mapped over the file");
 	CHECK(!munmap(p, MiB(4)), "munmap: %s", strerror(errno));
 	close(fd);
 	/* Later mappings: zeros, and they keep what they are given. */
