@@ -135,6 +135,8 @@ static void run_init(void)
 			&rt.arena, zf_region_base(rt.region), zf_region_size(rt.region),
 			zf_region_unit(rt.region) < (64u << 10) ? 64u << 10
 								: zf_region_unit(rt.region));
+	if (ret)
+		run_heap_stop();
 	if (ret && !rt.cfg.quiet)
 		fprintf(stderr,
 			"zfolio: cannot start (%s): the program's memory stays with the "

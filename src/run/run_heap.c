@@ -45,7 +45,8 @@ static struct {
 	size_t (*usable_size)(const void *);
 	bool (*is_ours)(const void *);
 } mi;
-static atomic_int mi_on; /* mi is filled in */
+static atomic_int mi_on; /* mi is filled in: mimalloc's blocks go back to it */
+static atomic_int mi_off; /* new blocks from the C library: the runtime could not start */
 
 /*
  * The code of the C library and of the loader. What they allocate stays with the C
@@ -118,11 +119,21 @@ void run_heap_start(void)
 				"C library (only large mappings go to zfolio)\n");
 }
 
+/*
+ * The runtime could not start (no userfaultfd): the heap stays the C library's from now
+ * on, as a program without the runtime has it. Blocks mimalloc gave before still go back
+ * to it.
+ */
+void run_heap_stop(void)
+{
+	atomic_store_explicit(&mi_off, 1, memory_order_relaxed);
+}
+
 /* Whether an allocation called from ra goes to mimalloc. */
 static inline int to_mi(const void *ra)
 {
 	return !common_internal && atomic_load_explicit(&mi_on, memory_order_acquire) &&
-	       !from_libc(ra);
+	       !atomic_load_explicit(&mi_off, memory_order_relaxed) && !from_libc(ra);
 }
 
 /* Whether p is mimalloc's (and so must go back to it). */

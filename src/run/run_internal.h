@@ -92,5 +92,7 @@ int run_sys_mprotect(void *addr, size_t len, int prot);
 
 /* The heap (run_heap.c): loads mimalloc, after which program allocations go there. */
 void run_heap_start(void);
+/* New allocations to the C library's malloc from now on (the runtime could not start). */
+void run_heap_stop(void);
 
 #endif /* ZF_RUN_INTERNAL_H */
