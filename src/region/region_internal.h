@@ -321,15 +321,20 @@ static inline void futex_wake_all(_Atomic uint32_t *word)
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* Serving a fault or swapping a unit in: never across a fork (region_fork.c). */
+/*
+ * Serving a fault or swapping a unit in: never across a fork of a ZF_FORK_COPY region
+ * (region_fork.c). Other regions are not in a child: their faults take no lock for it.
+ */
 static inline void fork_gate_enter(zf_region *r)
 {
-	pthread_rwlock_rdlock(&r->fork_lock);
+	if (r->o.fork == ZF_FORK_COPY)
+		pthread_rwlock_rdlock(&r->fork_lock);
 }
 
 static inline void fork_gate_leave(zf_region *r)
 {
-	pthread_rwlock_unlock(&r->fork_lock);
+	if (r->o.fork == ZF_FORK_COPY)
+		pthread_rwlock_unlock(&r->fork_lock);
 }
 
 static inline uint8_t *unit_addr(const zf_region *r, uint64_t u)
