@@ -104,9 +104,13 @@ static void run_config_load(struct run_config *c)
 		c->engines = (unsigned)strtoul(s, NULL, 10);
 	if ((s = getenv("ZFOLIO_CODEC")) && strlen(s) < sizeof(c->codec))
 		strcpy(c->codec, s);
-	if ((s = getenv("ZFOLIO_MODE")))
+	if ((s = getenv("ZFOLIO_MODE")) && strcmp(s, "thread") && strcmp(s, "sigbus"))
+		fprintf(stderr, "zfolio: ZFOLIO_MODE=%s is not thread or sigbus: ignored\n", s);
+	else if (s)
 		c->mode = !strcmp(s, "sigbus") ? ZF_FAULT_SIGBUS : ZF_FAULT_THREAD;
-	if ((s = getenv("ZFOLIO_FRAME")))
+	if ((s = getenv("ZFOLIO_FRAME")) && strcmp(s, "2m") && strcmp(s, "none"))
+		fprintf(stderr, "zfolio: ZFOLIO_FRAME=%s is not 2m or none: ignored\n", s);
+	else if (s)
 		c->frame = !strcmp(s, "none") ? 0 : ZF_FRAME_2M;
 	if ((s = getenv("ZFOLIO_STATS")) && strlen(s) < sizeof(c->stats))
 		strcpy(c->stats, s);

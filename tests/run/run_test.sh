@@ -80,6 +80,13 @@ usage)
 	TMPDIR=$T/tmp "$Z" run -- sh -c 'kill -KILL $$' 2> /dev/null
 	[ $? -eq 137 ] || fail "a program killed by SIGKILL: want 137"
 	[ -z "$(ls -A "$T/tmp")" ] || fail "left behind after kill -9: $(ls -A "$T/tmp")"
+	# A setting the runtime does not know: said so, ignored, the program runs as ever.
+	lib=$(dirname "$Z")/src/libzfolio-run.so
+	[ -f "$lib" ] || lib=$(dirname "$Z")/../lib/libzfolio-run.so
+	got=$(LD_PRELOAD=$lib ZFOLIO_MODE=fast ZFOLIO_LIMIT=12q "$HEAP" 16 2> "$T/err")
+	[ "$got" = "$("$HEAP" 16)" ] || fail "bad ZFOLIO_MODE: checksum $got"
+	grep -q "ZFOLIO_MODE=fast" "$T/err" && grep -q "ZFOLIO_LIMIT=12q" "$T/err" ||
+		fail "bad settings not reported: $(cat "$T/err")"
 	;;
 maps)
 	"$MAPS" > "$T/plain" 2>&1 || fail "run_maps without zfolio: $(cat "$T/plain")"
