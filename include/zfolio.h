@@ -424,6 +424,8 @@ ZF_API size_t zf_store_stats_text(zf_store *store, char *buf, size_t cap);
  * kernel refuses it, -ENOTSUP when it lacks a feature.
  */
 typedef struct zf_region zf_region;
+/* A residency limit shared by regions of several processes: see "Groups" below. */
+typedef struct zf_group zf_group;
 
 enum zf_fault_mode {
 	/*
@@ -529,6 +531,14 @@ typedef struct zf_region_options {
 	void *address;
 	/* What a child of fork() gets: enum zf_fork_policy, default ZF_FORK_NONE. */
 	uint32_t fork;
+	/*
+	 * A group (zf_group_create(), zf_group_open()) the region joins: its residency limit
+	 * and reclaim batch are the group's, shared with the other members (limit must be
+	 * 0, or -EINVAL; reclaim_batch is ignored), and its counters are the group's to
+	 * read. The group must outlive the region. A child of fork() with ZF_FORK_COPY
+	 * joins it too. -ENOSPC: the group has 256 members already.
+	 */
+	zf_group *group;
 } zf_region_options;
 
 #define ZF_FRAME_2M (2u << 20)
@@ -681,6 +691,72 @@ typedef struct zf_region_stats {
 ZF_API int zf_region_get_stats(zf_region *region, zf_region_stats *stats, size_t size);
 /* As text, "name value" lines (see zf_store_stats_text()). */
 ZF_API size_t zf_region_stats_text(zf_region *region, char *buf, size_t cap);
+
+/* ================================================================================== */
+/* Groups: one residency limit for the regions of several processes                   */
+/* ================================================================================== */
+
+/*
+ * A group is a memory cgroup's limit for regions: the resident bytes of every region
+ * that joined it (zf_region_options.group), in any process, stay under the group's limit
+ * plus one reclaim batch. It lives in a small shared segment (a memfd) that the
+ * processes map: a fault that would pass limit + batch waits, and every member's
+ * reclaim thread evicts its part of what is over the limit, in proportion to its
+ * resident bytes (each member shrinks by the same fraction; within a member its clock
+ * picks the units). A member that finds nothing to evict lets its faults through rather
+ * than hang them, as a region alone does. Members that died (kill -9, an exec) are
+ * found by their pid and their resident bytes given back. zfolio run makes one group
+ * per run (docs/run.md). The members' counters can be read from any process that opens
+ * the group (zf_group_members()).
+ */
+
+/*
+ * Makes a group with a limit of limit resident bytes (0: none, the group only counts)
+ * and a reclaim batch (0: 2 MiB), in a new memfd named "zfolio-group" (close-on-exec).
+ * Returns 0, or -EINVAL (a batch larger than half the limit), -ENOMEM, or memfd_create()'s
+ * or mmap()'s error.
+ */
+ZF_API int zf_group_create(uint64_t limit, uint64_t reclaim_batch, zf_group **group);
+/*
+ * Opens the group at path: a path of its memfd (/proc/PID/fd/N of a process that holds
+ * it, as zfolio run passes in ZFOLIO_GROUP). Returns 0, or -EINVAL (not a group, or one
+ * of another layout: another zfolio version), or open()'s or mmap()'s error.
+ */
+ZF_API int zf_group_open(const char *path, zf_group **group);
+/* The group's memfd (in the process that made it; -1 after zf_group_open()). */
+ZF_API int zf_group_fd(const zf_group *group);
+/* Unmaps the group; the segment goes when the last process lets it go. */
+ZF_API void zf_group_close(zf_group *group);
+
+typedef struct zf_group_stats {
+	uint64_t limit, reclaim_batch; /* bytes; limit 0: none */
+	uint64_t resident_bytes, resident_max; /* every member's, now and at most */
+	uint64_t members, members_max; /* regions in the group now, and at most at once */
+	uint64_t joined, reaped; /* regions ever joined; of the gone, found dead */
+	uint64_t reclaimed_bytes; /* evicted by reclaim, every member */
+	uint64_t creator; /* the pid of the process that made the group */
+} zf_group_stats;
+
+/* Copies the group's counters as zf_store_get_stats() does. Returns 0, or -EINVAL. */
+ZF_API int zf_group_get_stats(zf_group *group, zf_group_stats *stats, size_t size);
+
+typedef struct zf_group_member {
+	uint64_t pid;
+	uint64_t resident_bytes; /* what the group counts for it now */
+	uint64_t age_ns; /* how old the counters below are */
+	zf_region_stats region;
+	zf_store_stats store; /* its region's store */
+} zf_group_member;
+
+/*
+ * Asks every member for its counters, waits up to timeout_ms for the answers (a member
+ * answers from its reclaim thread, at once unless it is evicting), and copies up to cap
+ * members into members (those that did not answer in time with their last counters,
+ * age_ns telling). Members found dead are let go first. Returns the number of members,
+ * or -EINVAL.
+ */
+ZF_API int zf_group_members(zf_group *group, zf_group_member *members, unsigned cap,
+			    unsigned timeout_ms);
 
 #ifdef __cplusplus
 }
