@@ -173,7 +173,8 @@ int region_start_threads(zf_region *r)
 		}
 		r->nthreads++;
 	}
-	if (r->limit_units) {
+	/* A group's member answers requests for its counters from it, also without a limit. */
+	if (r->limit_units || r->group) {
 		TRY(start_thread(&r->reclaimer, region_reclaim_main, r));
 		r->have_reclaimer = 1;
 	}
@@ -245,6 +246,7 @@ static int options_check(const zf_region_options *o, size_t size)
 	RETURN_IF(o->frame && o->frame != ZF_FRAME_2M, -EINVAL);
 	RETURN_IF(o->frame && (o->keep_clean || o->swapin == ZF_SWAPIN_PER_PAGE), -EINVAL);
 	RETURN_IF(o->fork != ZF_FORK_NONE && o->fork != ZF_FORK_COPY, -EINVAL);
+	RETURN_IF(o->group && o->limit, -EINVAL);
 	return 0;
 }
 
@@ -265,7 +267,7 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	RETURN_IF(!r, -ENOMEM);
 	r->o = *options;
 	r->uffd = r->stop_fd = r->log_fd = r->pagemap_fd = -1;
-	r->slot = -1;
+	r->slot = r->group_slot = -1;
 	r->frames = options->frame != 0;
 	r->unit = r->frames ? options->frame : options->unit;
 	r->unit_pages = r->unit / RG_PAGE;
@@ -273,10 +275,14 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	r->nunits = (size + r->unit - 1) / r->unit;
 	r->size = r->nunits * r->unit;
 	r->owner = options->owner ? options->owner : atomic_fetch_add(&next_owner, 1);
-	if (options->limit) {
-		r->limit_units = ZF_MAX(options->limit / r->unit, 2);
-		r->batch_units = ZF_MAX(options->reclaim_batch / r->unit, 1);
-		r->batch_units = ZF_MIN(r->batch_units, r->limit_units / 2);
+	r->group = options->group;
+	if (r->group || options->limit) {
+		const uint64_t limit = r->group ? group_limit(r->group) : options->limit;
+		const uint64_t batch = r->group ? group_batch(r->group) : options->reclaim_batch;
+
+		r->limit_units = limit ? ZF_MAX(limit / r->unit, 2) : 0;
+		r->batch_units = ZF_MAX(batch / r->unit, 1);
+		r->batch_units = ZF_MIN(r->batch_units, ZF_MAX(r->limit_units / 2, 1));
 	}
 	region_locks_init(r);
 	r->state = calloc(r->nunits, sizeof(*r->state));
@@ -285,6 +291,10 @@ int zf_region_create(zf_store *store, size_t size, const zf_region_options *opti
 	r->evict_stage = region_map_aligned(RG_CHUNK);
 	r->probe = region_map_aligned(ZF_UNIT_MAX);
 	ret = !r->base || !r->evict_stage || !r->probe || !r->state ? -ENOMEM : 0;
+	if (!ret && r->group) {
+		r->group_slot = group_join(r->group);
+		ret = ZF_MIN(r->group_slot, 0);
+	}
 	if (!ret)
 		ret = region_order_init(r);
 	if (!ret)
@@ -355,6 +365,8 @@ static void stop_background(zf_region *r)
 	atomic_store(&r->bg_stopping, 1);
 	pthread_cond_broadcast(&r->bg_cond);
 	pthread_mutex_unlock(&r->bg_lock);
+	if (r->group)
+		group_kick(r->group); /* a member's reclaim thread waits on the group */
 	if (r->have_reclaimer)
 		pthread_join(r->reclaimer, NULL);
 	if (r->have_reader)
@@ -430,6 +442,8 @@ void zf_region_destroy(zf_region *r)
 	if (r->probe)
 		munmap(r->probe, ZF_UNIT_MAX);
 	region_order_fini(r);
+	if (r->group_slot >= 0)
+		group_leave(r->group, r->group_slot);
 	free(r->threads);
 	free(r->thread_ctx);
 	free((void *)r->state);

@@ -103,7 +103,7 @@ static void unit_set_settled(zf_region *r, uint64_t u, uint32_t st)
 						      memory_order_acq_rel, memory_order_relaxed))
 		;
 	if ((old & ST_MASK) == ST_RESIDENT || (old & F_PARTIAL))
-		resident_add(r, -1);
+		resident_sub(r, 1, (old & F_FORKED) != 0);
 	if (old & F_COLD)
 		atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
 }

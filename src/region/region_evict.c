@@ -49,7 +49,7 @@ struct evict {
 	} put[RG_PUTS_INFLIGHT];
 	unsigned put_head, puts; /* the oldest in put[], and how many */
 	uint64_t settled; /* units [0, settled) are settled: evicted or given back */
-	uint64_t evicted;
+	uint64_t evicted, forked; /* units evicted; of them, F_FORKED */
 };
 
 /* Where unit k of the chunk waits in staging while it is compressed. */
@@ -227,10 +227,13 @@ static void evict_settle(struct evict *ev, uint64_t upto)
 		}
 		if (ev->ok[k] == 2)
 			INC(r, clean_evict);
-		if (atomic_load_explicit(&r->state[u], memory_order_relaxed) & F_COLD)
+		const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_relaxed);
+
+		if (st & F_COLD)
 			atomic_fetch_sub_explicit(&r->cold_units, 1, memory_order_relaxed);
-		unit_release(r, u, ST_EVICTED, F_CLEAN | F_COLD | F_PARTIAL, 0);
+		unit_release(r, u, ST_EVICTED, F_CLEAN | F_COLD | F_PARTIAL | F_FORKED, 0);
 		ev->evicted++;
+		ev->forked += (st & F_FORKED) != 0;
 	}
 	ev->settled = ZF_MAX(ev->settled, upto);
 }
@@ -532,7 +535,7 @@ uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 	(void)madvise(r->evict_stage, n * r->unit, MADV_DONTNEED);
 	evicted = ev.evicted;
 	if (evicted) {
-		resident_add(r, -(int64_t)evicted);
+		resident_sub(r, evicted, ev.forked);
 		ADD(r, swpout, evicted * r->unit_pages);
 		ADD(r, swpout_units, evicted);
 		if (reclaim)

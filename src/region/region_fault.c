@@ -314,7 +314,9 @@ static void fresh_ahead(zf_region *r, uint64_t u)
 		    !region_frame_mapped(addr))
 			return;
 		if (r->limit_units &&
-		    atomic_load_explicit(&r->resident, memory_order_acquire) >= r->limit_units)
+		    (r->group ? group_over(r->group)
+			      : atomic_load_explicit(&r->resident, memory_order_acquire) >=
+					r->limit_units))
 			return;
 		if (!resident_reserve(r))
 			return;

@@ -22,6 +22,7 @@
  *            protected again (the huge zero page of never-written frames: their first
  *            write must fault). The child's store is the copy of the parent's at the
  *            fork: the child reads its evicted units from it, the parent from its own.
+ *            A member of a group joins it as a member of its own (a new slot).
  *   every region in a SIGBUS-mode child: the handler's registry keeps the copied regions
  *            and forgets the others (MADV_DONTFORK: not there).
  *
@@ -184,6 +185,23 @@ static int child_one(zf_region *r)
 	reprotect(r);
 	r->nthreads = 0;
 	r->have_reclaimer = r->have_reader = 0;
+	if (r->group) {
+		/*
+		 * A member of its own (the parent's slot stays the parent's), charged nothing
+		 * for the units resident at the fork: their pages are the parent's too, and
+		 * the parent is charged for them (F_FORKED).
+		 */
+		r->group_slot = -1;
+		r->group_slot = group_join(r->group);
+		if (r->group_slot < 0)
+			return r->group_slot;
+		for (uint64_t u = 0; u < r->nunits; u++) {
+			st = atomic_load(&r->state[u]);
+			if ((st & ST_MASK) == ST_RESIDENT || (st & F_PARTIAL))
+				atomic_fetch_or(&r->state[u], F_FORKED);
+		}
+		atomic_store(&r->room_wanted, 0);
+	}
 	return region_start_threads(r);
 }
 
@@ -216,6 +234,8 @@ static void fork_child(void)
 				   "child does not get it",
 				   (void *)r->base, zf_strerror(ret));
 			region_live_runs(r, region_unmap_run, 0);
+			if (r->group && r->group_slot >= 0)
+				group_leave(r->group, r->group_slot);
 		}
 	}
 	common_internal--;

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "../common/common.h"
+#include "../group/group.h"
 #include "../store/store.h"
 #include "uffd_compat.h"
 
@@ -106,6 +107,12 @@ enum unit_state {
  * write-protected, and no eviction takes the unit while one of them is (region_events.c).
  */
 #define F_DOUBT (1u << 11)
+/*
+ * A member of a group, in a child of fork(): resident since the fork, its pages shared
+ * with the parent, which the group charges for them; the child is not charged for the
+ * unit until it leaves and comes back (as a memory cgroup charges a page once).
+ */
+#define F_FORKED (1u << 12)
 
 /* What a frame's nursery holds (fault_ctx.buf with frames, region_frame.c). */
 enum buf_state {
@@ -172,6 +179,15 @@ struct zf_region {
 	uint64_t limit_units, batch_units;
 	_Atomic uint32_t resident_seq; /* futex: bumped when reclaim made room */
 	_Atomic int admit_over; /* reclaim found nothing to evict: let faults through */
+	/*
+	 * A member of a group (zf_region_options.group): the limit is the group's, checked
+	 * on its resident bytes (limit_units is the group's limit in units, 0 for none), and
+	 * the region's resident units are also counted in its slot there. room_wanted: a
+	 * fault found no room and waits (the reclaim thread wakes it when there is room).
+	 */
+	zf_group *group;
+	int group_slot;
+	_Atomic int room_wanted;
 
 	/* Eviction: one evictor at a time (pageout callers, the reclaim thread). */
 	pthread_mutex_t evict_lock;
@@ -467,6 +483,16 @@ static inline void resident_add(zf_region *r, int64_t units)
 	counter_max(&r->n.resident_max,
 		    atomic_fetch_add_explicit(&r->resident, (uint64_t)units, memory_order_acq_rel) +
 			    (uint64_t)units);
+	if (r->group && units)
+		group_add(r->group, r->group_slot, units * (int64_t)r->unit);
+}
+
+/* Units leave residency; forked of them were not charged to the group (F_FORKED). */
+static inline void resident_sub(zf_region *r, uint64_t units, uint64_t forked)
+{
+	atomic_fetch_sub_explicit(&r->resident, units, memory_order_acq_rel);
+	if (r->group && units > forked)
+		group_add(r->group, r->group_slot, -(int64_t)((units - forked) * r->unit));
 }
 
 /* -------------------------------------------------------------------------------- */
@@ -480,10 +506,20 @@ static inline int room_for_one(zf_region *r)
 {
 	if (!r->limit_units)
 		return 1;
-	if (atomic_load_explicit(&r->resident, memory_order_acquire) + 1 <=
-	    r->limit_units + r->batch_units)
+	if (r->group ? group_room(r->group, r->unit)
+		     : atomic_load_explicit(&r->resident, memory_order_acquire) + 1 <=
+			       r->limit_units + r->batch_units)
 		return 1;
 	return atomic_load_explicit(&r->admit_over, memory_order_acquire);
+}
+
+/* Whether the region (or its group) holds more than its limit: reclaim's work. */
+static inline int over_limit(zf_region *r)
+{
+	if (!r->limit_units)
+		return 0;
+	return r->group ? group_over(r->group)
+			: atomic_load_explicit(&r->resident, memory_order_acquire) > r->limit_units;
 }
 
 /*
@@ -492,8 +528,18 @@ static inline int room_for_one(zf_region *r)
  */
 static inline int resident_reserve(zf_region *r)
 {
-	uint64_t cur = atomic_load_explicit(&r->resident, memory_order_acquire);
+	uint64_t cur;
 
+	if (r->group) {
+		if (!group_reserve(r->group, r->group_slot, r->unit,
+				   !r->limit_units || atomic_load_explicit(&r->admit_over,
+									   memory_order_acquire)))
+			return 0;
+		counter_max(&r->n.resident_max,
+			    atomic_fetch_add_explicit(&r->resident, 1, memory_order_acq_rel) + 1);
+		return 1;
+	}
+	cur = atomic_load_explicit(&r->resident, memory_order_acquire);
 	do {
 		if (r->limit_units && cur + 1 > r->limit_units + r->batch_units &&
 		    !atomic_load_explicit(&r->admit_over, memory_order_acquire))
@@ -507,8 +553,7 @@ static inline int resident_reserve(zf_region *r)
 /* After a unit came in: past the limit, reclaim starts. */
 static inline void after_admit(zf_region *r)
 {
-	if (r->limit_units &&
-	    atomic_load_explicit(&r->resident, memory_order_relaxed) > r->limit_units)
+	if (over_limit(r))
 		region_reclaim_kick(r);
 }
 

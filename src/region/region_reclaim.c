@@ -30,9 +30,17 @@
 
 #define RECLAIM_RETRIES 20u /* empty reclaim batches, 0.2 ms apart, before faults go over */
 
-/* Wakes the reclaim thread: the region went past its limit, or a fault found no room. */
+/*
+ * Wakes the reclaim thread: the region went past its limit, or a fault found no room. A
+ * group's member wakes every member's (each evicts its share).
+ */
 void region_reclaim_kick(zf_region *r)
 {
+	if (r->group) {
+		atomic_store(&r->room_wanted, 1);
+		group_kick(r->group);
+		return;
+	}
 	pthread_mutex_lock(&r->bg_lock);
 	r->reclaim_kick = 1;
 	pthread_cond_broadcast(&r->bg_cond);
@@ -48,12 +56,11 @@ static int evictable(uint32_t st)
 }
 
 /*
- * One reclaim batch: cold units first, then the clock (a referenced unit loses its bit
- * and is passed once). Returns the units evicted.
+ * One reclaim batch of want units: cold units first, then the clock (a referenced unit
+ * loses its bit and is passed once). Returns the units evicted.
  */
-static uint64_t reclaim_batch(zf_region *r)
+static uint64_t reclaim_batch(zf_region *r, uint64_t want)
 {
-	const uint64_t want = r->batch_units;
 	uint8_t *sel = calloc(r->nunits, 1);
 	uint64_t picked = 0, evicted = 0;
 
@@ -128,10 +135,90 @@ static void wake_room_waiters(zf_region *r)
 	futex_wake_all(&r->resident_seq);
 }
 
+/* A group's member: publishes its counters for a reader of the group. */
+static void answer(zf_region *r)
+{
+	zf_region_stats rs;
+	zf_store_stats ss;
+
+	if (!zf_region_get_stats(r, &rs, sizeof(rs)) &&
+	    !zf_store_get_stats(r->store, &ss, sizeof(ss)))
+		group_publish(r->group, r->group_slot, &rs, &ss);
+}
+
+/*
+ * A group's member's reclaim thread. Woken by any member's kick (the group went over its
+ * limit, a fault found no room, a member made room, a reader asks for counters), it
+ * answers a request, evicts this region's share of what the group holds over its limit
+ * a batch at a time, kicks the others when it evicted something, and wakes this region's
+ * faults waiting for room once there is room. Faults wait for room as long as some
+ * member makes progress; when none has evicted anything for RECLAIM_RETRIES waits
+ * (0.2 ms each) and none is evicting, they go over rather than hang.
+ */
+static void group_reclaim_main(zf_region *r)
+{
+	zf_group *g = r->group;
+	uint64_t progress = 0, seen;
+	unsigned stuck = 0;
+
+	while (!atomic_load(&r->bg_stopping)) {
+		const uint32_t seq = group_seq(g);
+		int waiting;
+
+		if (group_asked(g, r->group_slot))
+			answer(r);
+		if (over_limit(r)) {
+			uint64_t share, got = 0, units;
+
+			group_reap(g);
+			while (!atomic_load(&r->bg_stopping) &&
+			       (share = group_share(g, r->group_slot)) > 0) {
+				units = ZF_MIN((share + r->unit - 1) / r->unit, r->batch_units);
+				group_reclaiming(g, 1);
+				got = reclaim_batch(r, units);
+				group_reclaiming(g, -1);
+				if (!got)
+					break;
+				group_reclaimed(g, got * r->unit);
+				group_kick(g); /* room: members with faults waiting look again */
+				if (group_asked(g, r->group_slot))
+					answer(r);
+			}
+		}
+		waiting = atomic_load(&r->room_wanted);
+		if (room_for_one(r)) {
+			if (!over_limit(r))
+				atomic_store(&r->admit_over, 0);
+			if (waiting) {
+				atomic_store(&r->room_wanted, 0);
+				wake_room_waiters(r);
+			}
+			stuck = 0;
+		} else if (waiting) {
+			/* No room: is anyone getting anywhere? */
+			if (group_busy(g, &seen) || seen != progress) {
+				progress = seen;
+				stuck = 0;
+			} else if (++stuck > RECLAIM_RETRIES) {
+				atomic_store(&r->admit_over, 1);
+				atomic_store(&r->room_wanted, 0);
+				wake_room_waiters(r);
+				stuck = 0;
+			}
+		}
+		group_wait(g, seq, waiting ? 200000 : 1000000000);
+	}
+}
+
 void *region_reclaim_main(void *arg)
 {
 	zf_region *r = arg;
 	int woke;
+
+	if (r->group) {
+		group_reclaim_main(r);
+		return NULL;
+	}
 
 	pthread_mutex_lock(&r->bg_lock);
 	while (!r->bg_stop) {
@@ -144,8 +231,8 @@ void *region_reclaim_main(void *arg)
 		r->reclaim_kick = 0;
 		pthread_mutex_unlock(&r->bg_lock);
 		woke = 0;
-		for (unsigned empty = 0; atomic_load(&r->resident) > r->limit_units;) {
-			got = reclaim_batch(r);
+		for (unsigned empty = 0; over_limit(r);) {
+			got = reclaim_batch(r, r->batch_units);
 			empty = got ? 0 : empty + 1;
 			/*
 			 * Units in flux are evictable in a moment: no overshoot for that. Units
