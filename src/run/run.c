@@ -114,6 +114,8 @@ static void run_config_load(struct run_config *c)
 		c->frame = !strcmp(s, "none") ? 0 : ZF_FRAME_2M;
 	if ((s = getenv("ZFOLIO_STATS")) && strlen(s) < sizeof(c->stats))
 		strcpy(c->stats, s);
+	if ((s = getenv("ZFOLIO_GROUP")) && strlen(s) < sizeof(c->group))
+		strcpy(c->group, s);
 	c->quiet = (s = getenv("ZFOLIO_QUIET")) && !strcmp(s, "1");
 }
 
@@ -133,6 +135,19 @@ static void run_init(void)
 	o.fault_mode = rt.cfg.mode;
 	o.address = (void *)RUN_ARENA_AT;
 	o.fork = ZF_FORK_COPY; /* a child of fork() sees the heap it was forked with */
+	if (rt.cfg.group[0]) {
+		/* The run's limit, shared with every process of the run. */
+		ret = zf_group_open(rt.cfg.group, &rt.group);
+		if (ret && !rt.cfg.quiet)
+			fprintf(stderr,
+				"zfolio: cannot join the run's group %s (%s): this process has "
+				"a limit of its own\n",
+				rt.cfg.group, zf_strerror(ret));
+		if (!ret) {
+			o.group = rt.group;
+			o.limit = 0;
+		}
+	}
 	ret = zf_region_create(NULL, rt.cfg.arena, &o, &rt.region);
 	if (!ret)
 		ret = run_arena_init(

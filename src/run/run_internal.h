@@ -31,6 +31,7 @@ struct run_config {
 	size_t min_size; /* ZFOLIO_MIN_SIZE: smaller mappings stay with the kernel */
 	size_t arena; /* ZFOLIO_ARENA: the region's size (address space, not memory) */
 	char stats[256]; /* ZFOLIO_STATS: a file the counters go to at exit, or "" */
+	char group[256]; /* ZFOLIO_GROUP: the run's group (its limit replaces ZFOLIO_LIMIT) */
 	int quiet; /* ZFOLIO_QUIET=1: no warning when the runtime cannot start */
 };
 
@@ -72,6 +73,7 @@ static inline int run_arena_has(const struct run_arena *a, uintptr_t addr, size_
 struct run {
 	struct run_config cfg;
 	zf_region *region;
+	zf_group *group; /* the run's, or NULL (then the limit is this process's alone) */
 	struct run_arena arena;
 	uint64_t maps, unmaps, remaps, copies; /* calls answered from the arena */
 };

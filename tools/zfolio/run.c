@@ -45,16 +45,19 @@ static const struct cli_command run_cmd = {
 		 "starts (children, exec'd programs) runs the same way.\n",
 	.notes = "The settings reach each process as environment variables, and\n"
 		 "LD_PRELOAD=libzfolio-run.so ZFOLIO_LIMIT=... PROG does the same without this\n"
-		 "command (docs/run.md lists them). A child of fork() sees its parent's memory as\n"
-		 "it was at the fork, evicted or not, and both go on privately. Not yet: one limit\n"
-		 "shared by all processes of the run (each process has --limit of its own), zfolio\n"
-		 "stat. Static and setuid programs ignore LD_PRELOAD: their memory stays with the\n"
-		 "kernel.\n"
+		 "command (docs/run.md lists them). --limit is one limit for the whole run, as a\n"
+		 "memory cgroup's: the resident bytes of all its processes together stay under it\n"
+		 "plus one reclaim batch (2 MiB), each process evicting its share of the excess in\n"
+		 "proportion to what it holds; 'zfolio stat' shows the run live. A child of fork()\n"
+		 "sees its parent's memory as it was at the fork, evicted or not, and both go on\n"
+		 "privately. Static and setuid programs ignore LD_PRELOAD: their memory stays with\n"
+		 "the kernel.\n"
 		 "\n"
-		 "At the end, one line on stderr: processes, the largest resident peak, what was\n"
-		 "stored and its compressed size at exit, pages swapped out and in, major faults and\n"
-		 "the time spent serving them (processes that ended by a signal or _exit() without\n"
-		 "exit handlers report nothing).\n"
+		 "At the end, one line on stderr: processes, the run's resident peak (all its\n"
+		 "processes at once), what was stored and its compressed size at exit, pages\n"
+		 "swapped out and in, major faults and the time spent serving them (processes that\n"
+		 "ended by a signal or _exit() without exit handlers report nothing but their share\n"
+		 "of the peak).\n"
 		 "\n"
 		 "exit status: the program's (128 + N when signal N ended it), 126/127 it could not\n"
 		 "be started, 2 bad usage, 77 zfolio cannot run here (no userfaultfd) without\n"
@@ -133,15 +136,16 @@ static void set_env_size(const char *name, uint64_t v)
 }
 
 /* The runtime's settings, and the runtime itself, in the environment PROG inherits. */
-static void set_environment(const struct cli_args *a, const char *lib, const char *stats)
+static void set_environment(const struct cli_args *a, const char *lib, const char *stats,
+			    const zf_group *group)
 {
 	const char *old = getenv("LD_PRELOAD");
-	char *preload;
+	char *preload, path[64];
 
-	if (a->v[OPT_LIMIT].n)
-		set_env_size("ZFOLIO_LIMIT", a->v[OPT_LIMIT].num[0]);
-	else
-		unsetenv("ZFOLIO_LIMIT");
+	/* The limit is the group's: each process opens it by this process's descriptor. */
+	unsetenv("ZFOLIO_LIMIT");
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), zf_group_fd(group));
+	setenv("ZFOLIO_GROUP", path, 1);
 	set_env_size("ZFOLIO_UNIT", a->v[OPT_UNIT].num[0]);
 	setenv("ZFOLIO_FRAME", a->v[OPT_FRAME].str[0], 1);
 	setenv("ZFOLIO_CODEC", a->v[OPT_CODEC].str[0], 1);
@@ -219,21 +223,22 @@ static double mib(uint64_t b)
 	return (double)b / 1048576.0;
 }
 
-static void summary(const struct cli_args *a, const struct totals *t, int status)
+static void summary(const struct cli_args *a, const struct totals *t, const zf_group_stats *g,
+		    int status)
 {
-	const uint64_t limit = a->v[OPT_LIMIT].n ? a->v[OPT_LIMIT].num[0] : 0;
+	const uint64_t limit = g->limit;
 	char lim[48] = "";
 	FILE *f;
 
 	if (limit)
-		snprintf(lim, sizeof(lim), " (limit %.1f MiB each)", mib(limit));
-	if (t->procs)
+		snprintf(lim, sizeof(lim), " (limit %.1f MiB)", mib(limit));
+	if (t->procs || g->joined)
 		fprintf(stderr,
-			"zfolio: %u process%s, largest resident peak %.1f MiB%s; at exit %.1f MiB "
+			"zfolio: %u process%s, resident peak %.1f MiB%s; at exit %.1f MiB "
 			"stored in %.1f MiB (pool %.1f MiB, metadata %.1f MiB); %llu pages out, "
 			"%llu in, "
 			"%llu major faults, %.1f ms in faults\n",
-			t->procs, t->procs == 1 ? "" : "es", mib(t->resident_max), lim,
+			t->procs, t->procs == 1 ? "" : "es", mib(g->resident_max), lim,
 			mib(t->stored), mib(t->compressed), mib(t->pool), mib(t->meta),
 			(unsigned long long)t->swpout, (unsigned long long)t->swpin,
 			(unsigned long long)t->majflt, (double)t->fault_ns / 1e6);
@@ -247,14 +252,17 @@ static void summary(const struct cli_args *a, const struct totals *t, int status
 	}
 	fprintf(f,
 		"{\"command\":\"run\",\"status\":%d,\"limit\":%llu,\"processes\":%u,"
-		"\"resident_max\":%llu,\"stored_bytes\":%llu,\"compressed_bytes\":%llu,"
+		"\"members\":%llu,\"resident_max\":%llu,\"process_resident_max\":%llu,"
+		"\"reclaimed_bytes\":%llu,\"stored_bytes\":%llu,\"compressed_bytes\":%llu,"
 		"\"pool_bytes\":%llu,\"meta_bytes\":%llu,\"swpout\":%llu,\"swpin\":%llu,"
 		"\"pgmajfault\":%llu,\"fault_ns\":%llu}\n",
-		status, (unsigned long long)limit, t->procs, (unsigned long long)t->resident_max,
-		(unsigned long long)t->stored, (unsigned long long)t->compressed,
-		(unsigned long long)t->pool, (unsigned long long)t->meta,
-		(unsigned long long)t->swpout, (unsigned long long)t->swpin,
-		(unsigned long long)t->majflt, (unsigned long long)t->fault_ns);
+		status, (unsigned long long)limit, t->procs, (unsigned long long)g->joined,
+		(unsigned long long)g->resident_max, (unsigned long long)t->resident_max,
+		(unsigned long long)g->reclaimed_bytes, (unsigned long long)t->stored,
+		(unsigned long long)t->compressed, (unsigned long long)t->pool,
+		(unsigned long long)t->meta, (unsigned long long)t->swpout,
+		(unsigned long long)t->swpin, (unsigned long long)t->majflt,
+		(unsigned long long)t->fault_ns);
 	fclose(f);
 }
 
@@ -300,6 +308,8 @@ int cmd_run(int argc, char **argv)
 	char lib[PATH_MAX], dir[PATH_MAX], stats[PATH_MAX];
 	const int own_dir = !a->v[OPT_STATS_DIR].n;
 	struct totals t;
+	zf_group *group;
+	zf_group_stats gs;
 	int ret, status;
 
 	if (!a->rest)
@@ -336,11 +346,19 @@ int cmd_run(int argc, char **argv)
 	}
 	if ((size_t)snprintf(stats, sizeof(stats), "%s/stats", dir) >= sizeof(stats))
 		cli_die(EXIT_USAGE, "--stats-dir: the path is too long");
-	set_environment(a, lib, stats);
+	/* The run's limit: a memfd, gone with the last process that maps it. */
+	ret = zf_group_create(a->v[OPT_LIMIT].n ? a->v[OPT_LIMIT].num[0] : 0, 0, &group);
+	if (ret)
+		cli_die(ret == -EINVAL ? EXIT_USAGE : 1, "cannot make the run's group: %s",
+			zf_strerror(ret));
+	set_environment(a, lib, stats, group);
 	status = run_and_wait(a->rest);
 	sum_stats(dir, "stats.", &t, own_dir);
 	if (own_dir)
 		rmdir(dir);
-	summary(a, &t, status);
+	if (zf_group_get_stats(group, &gs, sizeof(gs)))
+		memset(&gs, 0, sizeof(gs));
+	summary(a, &t, &gs, status);
+	zf_group_close(group);
 	return status;
 }
