@@ -2,7 +2,8 @@
  * run_heap.c - a plain glibc-malloc C program for the runtime's tests (run_test.sh):
  * allocates MIB mebibytes in blocks of 4-6 KiB with compressible contents, frees a
  * third, reads the rest back, and prints one checksum, which a run under zfolio must
- * print the same. usage: run_heap [MIB]
+ * print the same. usage: run_heap [MIB [hold]]; with hold, it prints "held" once the
+ * blocks are made and then reads them over and over until it is killed.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,13 @@ int main(int argc, char **argv)
 			v = j % 64 ? (x & 0xff) * 0x0101010101010101ull : x;
 			memcpy(blk[i] + j, &v, 8);
 		}
+	}
+	if (argc > 2 && !strcmp(argv[2], "hold")) {
+		printf("held\n");
+		fflush(stdout);
+		for (;;)
+			for (size_t i = 0; i < n; i++)
+				sum += (unsigned char)blk[i][i % 4000];
 	}
 	for (size_t i = 0; i < n; i += 3) {
 		free(blk[i]);

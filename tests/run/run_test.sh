@@ -16,13 +16,16 @@
 #   python   Debian's python3 building objects over 4x the limit: the same digest
 #   sqlite   sqlite3 with an in-memory database over 4x the limit: the same query
 #            results and integrity_check
+#   stat     zfolio stat on a run of two processes (table, --json, RUN and PID, a PID
+#            not under zfolio, --watch until the run ends by kill -9); nothing is left
 #
 # Exits 0, 1 on a failure, 77 when zfolio cannot run here (no userfaultfd) or the
 # program a case needs is not installed.
 set -u
 Z=$1 MAPS=$2 HEAP=$3 CASE=$4
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+HELD= # the stat case's programs, killed on any exit
+trap '[ -n "$HELD" ] && pkill -KILL -f "^$HELD"; rm -rf "$T"' EXIT
 
 fail() {
 	echo "FAIL run_test $CASE: $*" >&2
@@ -180,6 +183,51 @@ EOF
 	zrun --limit 32m -- sqlite3 :memory: < "$T/db.sql"
 	[ "$(cat "$T/out")" = "$want" ] || fail "sqlite3: $(cat "$T/out"), want $want"
 	check_paged $((32 << 20)) "sqlite3"
+	;;
+stat)
+	# A run of two processes holding their memory until killed (this shell's pid: ours).
+	HELD="$HEAP 48 hold $$"
+	"$Z" run --limit 16m -- sh -c "$HELD & $HELD; wait" \
+		> "$T/out" 2> "$T/err" &
+	zpid=$!
+	for _ in $(seq 100); do
+		[ "$(grep -c "^held" "$T/out")" -eq 2 ] && break
+		sleep 0.1
+	done
+	[ "$(grep -c "^held" "$T/out")" -eq 2 ] || fail "the run did not start: $(cat "$T/err")"
+	"$Z" stat > "$T/st" || fail "zfolio stat: exit $?"
+	grep -q "^run $zpid (.*): limit 16.0 MiB" "$T/st" || fail "no run line: $(cat "$T/st")"
+	for pid in $(pgrep -f "^$HELD"); do
+		grep -q "^ *$pid " "$T/st" || fail "process $pid not shown: $(cat "$T/st")"
+	done
+	"$Z" stat $zpid --json > "$T/sj" || fail "zfolio stat RUN --json: exit $?"
+	[ "$(field "$T/sj" run)" = $zpid ] && [ "$(field "$T/sj" members)" -ge 3 ] ||
+		fail "--json: $(cat "$T/sj")"
+	res=$(field "$T/sj" resident_bytes | head -1)
+	[ "$res" -le $((18 << 20)) ] || fail "the run holds $res over 16 MiB + 2"
+	grep -q '"swpout_units":[1-9]' "$T/sj" || fail "--json: nothing swapped out: $(cat "$T/sj")"
+	pid=$(pgrep -f "^$HELD" | head -1)
+	"$Z" stat "$pid" > "$T/st1" || fail "zfolio stat PID: exit $?"
+	[ "$(grep -c "^ *$pid " "$T/st1")" -eq 1 ] && [ "$(wc -l < "$T/st1")" -eq 3 ] ||
+		fail "zfolio stat $pid: $(cat "$T/st1")"
+	"$Z" stat $$ 2> "$T/e1"
+	[ $? -eq 1 ] && grep -q "not running under zfolio" "$T/e1" || fail "a PID not under zfolio"
+	"$Z" stat 2147483647 2> /dev/null
+	[ $? -eq 1 ] || fail "a PID that does not exist: want 1"
+	"$Z" stat x 2> /dev/null
+	[ $? -eq 2 ] || fail "stat x: want 2"
+	# --watch: again every second, and exit 0 when the run ends (kill -9 of its program).
+	"$Z" stat --watch 1 --json $zpid > "$T/w" &
+	wpid=$!
+	sleep 1.5
+	pkill -KILL -f "^$HELD"
+	wait $zpid
+	rc=$?
+	[ $rc -eq 137 ] || [ $rc -eq 0 ] || fail "zfolio run: exit $rc"
+	wait $wpid || fail "zfolio stat --watch: exit $? when the run ended"
+	[ "$(grep -c '^{"run"' "$T/w")" -ge 2 ] || fail "--watch: $(cat "$T/w")"
+	"$Z" stat $zpid > /dev/null 2>&1
+	[ $? -eq 1 ] || fail "the run is still found after it ended"
 	;;
 *)
 	fail "no case $CASE"

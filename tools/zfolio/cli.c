@@ -160,6 +160,8 @@ static const struct cli_option options[NR_OPTS] = {
 	[OPT_FALLBACK] = { "fallback", 0, ARG_FLAG, ONE, NULL, 0, 0, NULL,
 			   "when zfolio cannot run here (no userfaultfd), run the program "
 			   "without it, and say so, instead of exiting 77" },
+	[OPT_WATCH] = { "watch", 0, ARG_NUMBER, ONE, "N", 1, 86400, NULL,
+			"print again every N seconds, until the run ends" },
 	[OPT_CSV] = { "csv", 0, ARG_FLAG, ONE, NULL, 0, 0, NULL,
 		      "comma-separated values with a header line instead of the table" },
 	[OPT_HELP] = { "help", 'h', ARG_FLAG, ONE, NULL, 0, 0, NULL, "this text" },
@@ -393,7 +395,7 @@ const struct cli_args *cli_parse(const struct cli_command *cmd, int argc, char *
 		}
 		set_value(u, value, 1);
 	}
-	if (cmd->operand && !n_operands)
+	if (cmd->operand && cmd->operand[0] != '[' && !n_operands)
 		cli_die(EXIT_USAGE, "missing %s (see 'zfolio %s --help')", cmd->operand, cmd->name);
 	for (const struct cli_use *u = cmd->uses; u->opt != OPT_NONE; u++) {
 		char head[64];

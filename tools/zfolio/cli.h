@@ -59,6 +59,7 @@ enum cli_opt {
 	OPT_MIN_SIZE,
 	OPT_STATS_DIR,
 	OPT_FALLBACK,
+	OPT_WATCH,
 	OPT_HELP,
 	NR_OPTS
 };
@@ -79,7 +80,8 @@ struct cli_use {
 /* A command: its name, what --help says around the options, the options it takes. */
 struct cli_command {
 	const char *name; /* "bench codec" */
-	const char *operand; /* "PID": the one operand it needs; NULL: none */
+	/* "PID": the one operand it needs; "[PID]" in brackets: one it may take; NULL: none */
+	const char *operand;
 	/*
 	 * The operand and every argument after it are a command line to run (zfolio run):
 	 * options end at the first argument that is not one, or at "--".
@@ -209,6 +211,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 int cmd_pageout(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
 /* The benchmarks under "zfolio bench" (cmd_bench dispatches to them). */
 int bench_zpool(int argc, char **argv);
 int bench_store(int argc, char **argv);

@@ -17,6 +17,8 @@ static const char usage[] =
 	"                4k and 64k units, on zfolio and on the running kernel's zram\n"
 	"  bench         codec, zpool, store and region benchmarks ('zfolio bench --help')\n"
 	"  capture PID   dump the private anonymous memory of a process as a memory image\n"
+	"  run -- PROG   run an unmodified program with its memory in zfolio, under a limit\n"
+	"  stat [RUN]    the live counters of the zfolio runs going on\n"
 	"  version       print the library version\n"
 	"\n"
 	"Run 'zfolio <command> --help' for a command's options.\n";
@@ -36,6 +38,8 @@ int main(int argc, char **argv)
 		return cmd_capture(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "stat"))
+		return cmd_stat(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
 		printf("zfolio %s (codecs: %s)\n", zf_version_string(), zf_codec_algorithms());
 		return 0;
