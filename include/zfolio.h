@@ -598,6 +598,18 @@ enum zf_region_advice {
  */
 ZF_API void zf_region_atfork(void);
 
+struct sigaction;
+/*
+ * sigaction(SIGBUS, act, oldact) for a program with SIGBUS-mode regions, which must not
+ * replace zfolio's handler: once zfolio's handler is installed (the first SIGBUS-mode
+ * region), act becomes the disposition it chains to for faults outside every region
+ * (its sa_handler or sa_sigaction called from zfolio's handler; sa_mask and SA_ONSTACK
+ * do not apply), and oldact gets the one it replaces; before, it is sigaction() itself.
+ * The preload runtime routes the program's sigaction() and signal() calls for SIGBUS
+ * here. Returns 0, or -errno.
+ */
+ZF_API int zf_sigbus_action(const struct sigaction *act, struct sigaction *oldact);
+
 /* Returns 0, or -EINVAL (range outside the region or unknown advice). */
 ZF_API int zf_region_advise(zf_region *region, void *addr, size_t len,
 			    enum zf_region_advice advice);

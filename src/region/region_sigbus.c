@@ -43,7 +43,13 @@ static atomic_uint registry_gone;
  * it is closed (region_sigbus_closed()); such a fault waits.
  */
 static atomic_uint registry_closing;
-static struct sigaction prev_sigbus;
+/*
+ * The program's SIGBUS disposition, which the handler chains to: two copies, the one in
+ * use named by prev_at, so that zf_sigbus_action() can replace it while a handler reads
+ * it (it writes the other, then switches). Written under sigbus_lock.
+ */
+static struct sigaction prev_sigbus[2];
+static atomic_int prev_at;
 static pthread_mutex_t sigbus_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sigbus_installed;
 
@@ -93,16 +99,21 @@ static void tell_failure(zf_region *r, uint8_t *addr)
 /* The program's own SIGBUS handling (or the default: the signal kills the process). */
 static void sigbus_chain(int sig, siginfo_t *si, void *uc)
 {
-	if (prev_sigbus.sa_flags & SA_SIGINFO) {
-		prev_sigbus.sa_sigaction(sig, si, uc);
-	} else if (prev_sigbus.sa_handler != SIG_DFL && prev_sigbus.sa_handler != SIG_IGN) {
-		prev_sigbus.sa_handler(sig);
+	const struct sigaction prev =
+		prev_sigbus[atomic_load_explicit(&prev_at, memory_order_acquire)];
+
+	if (prev.sa_flags & SA_SIGINFO) {
+		prev.sa_sigaction(sig, si, uc);
+	} else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+		prev.sa_handler(sig);
 	} else {
 		/* Back to the default; returning re-runs the access, which then kills us. */
 		struct sigaction dfl = { .sa_handler = SIG_DFL };
 
 		sigemptyset(&dfl.sa_mask);
+		common_internal++; /* the kernel's, not a preload runtime's (zf_sigbus_action()) */
 		sigaction(SIGBUS, &dfl, NULL);
+		common_internal--;
 	}
 }
 
@@ -314,10 +325,11 @@ int region_sigbus_register(zf_region *r)
 					.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART };
 
 		sigemptyset(&sa.sa_mask);
-		if (sigaction(SIGBUS, &sa, &prev_sigbus)) {
-			ret = -errno;
+		common_internal++; /* the kernel's sigaction(), as in zf_sigbus_action() */
+		ret = sigaction(SIGBUS, &sa, &prev_sigbus[atomic_load(&prev_at)]) ? -errno : -EBUSY;
+		common_internal--;
+		if (ret != -EBUSY)
 			goto out;
-		}
 		sigbus_installed = 1;
 	}
 	for (int i = 0; i < RG_MAX_REGIONS; i++) {
@@ -354,4 +366,28 @@ void region_sigbus_closed(zf_region *r)
 		return;
 	atomic_fetch_sub_explicit(&registry_closing, 1, memory_order_release);
 	r->was_registered = 0;
+}
+
+int zf_sigbus_action(const struct sigaction *act, struct sigaction *oldact)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&sigbus_lock);
+	if (!sigbus_installed) {
+		/* The kernel's sigaction(), past a runtime's that routes SIGBUS here. */
+		common_internal++;
+		ret = sigaction(SIGBUS, act, oldact) ? -errno : 0;
+		common_internal--;
+	} else {
+		const int at = atomic_load(&prev_at);
+
+		if (oldact)
+			*oldact = prev_sigbus[at];
+		if (act) {
+			prev_sigbus[!at] = *act;
+			atomic_store_explicit(&prev_at, !at, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&sigbus_lock);
+	return ret;
 }
