@@ -16,6 +16,8 @@
 #   python   Debian's python3 building objects over 4x the limit: the same digest
 #   sqlite   sqlite3 with an in-memory database over 4x the limit: the same query
 #            results and integrity_check
+#   signals  a program with its own SIGBUS and SIGSEGV handlers (both modes: zfolio's
+#            stays installed and chains to the program's), and sh -c then exec
 #   stat     zfolio stat on a run of two processes (table, --json, RUN and PID, a PID
 #            not under zfolio, --watch until the run ends by kill -9); nothing is left
 #
@@ -183,6 +185,20 @@ EOF
 	zrun --limit 32m -- sqlite3 :memory: < "$T/db.sql"
 	[ "$(cat "$T/out")" = "$want" ] || fail "sqlite3: $(cat "$T/out"), want $want"
 	check_paged $((32 << 20)) "sqlite3"
+	;;
+signals)
+	# Its own SIGBUS and SIGSEGV handlers, and an exec chain (sh -c, then the program).
+	SIGS=$(dirname "$HEAP")/run_signals
+	want=$("$SIGS" 64)
+	case $want in ok*) ;; *) fail "run_signals without zfolio: $want" ;; esac
+	for mode in sigbus thread; do
+		zrun --limit 16m --mode $mode -- "$SIGS" 64
+		[ "$(cat "$T/out")" = "$want" ] || fail "$mode: $(cat "$T/out" "$T/err")"
+		check_paged $((16 << 20)) "run_signals $mode"
+		zrun --limit 16m --mode $mode -- sh -c "'$SIGS' 64 && exec '$SIGS' 32"
+		[ "$(cat "$T/out")" = "$want
+$("$SIGS" 32)" ] || fail "$mode: sh -c, exec: $(cat "$T/out" "$T/err")"
+	done
 	;;
 stat)
 	# A run of two processes holding their memory until killed (this shell's pid: ours).
