@@ -18,6 +18,9 @@
 #            results and integrity_check
 #   signals  a program with its own SIGBUS and SIGSEGV handlers (both modes: zfolio's
 #            stays installed and chains to the program's), and sh -c then exec
+#   redis    redis-server with a data set 4x the limit: DEBUG DIGEST as without zfolio;
+#            BGSAVE with most of the heap evicted, the RDB loaded by a plain server with
+#            the same digest; redis-benchmark SET/GET; kill -9 leaves nothing
 #   stat     zfolio stat on a run of two processes (table, --json, RUN and PID, a PID
 #            not under zfolio, --watch until the run ends by kill -9); nothing is left
 #
@@ -199,6 +202,81 @@ signals)
 		[ "$(cat "$T/out")" = "$want
 $("$SIGS" 32)" ] || fail "$mode: sh -c, exec: $(cat "$T/out" "$T/err")"
 	done
+	;;
+redis)
+	# Debian's redis-server (jemalloc) on loopback ports of its own: a data set 4x the
+	# limit, its digest; BGSAVE from an evicted heap, loaded by a plain server; the
+	# benchmark; kill -9. 4 KiB units without frames: DEBUG DIGEST walks the keys in hash
+	# order, and with 2 MiB frames each miss reads a frame back (docs/run.md, "Redis").
+	for c in redis-server redis-cli redis-benchmark; do
+		command -v $c > /dev/null || { echo "SKIP: no $c"; exit 77; }
+	done
+	keys=225000 # 200-byte values: 64 MiB of used_memory
+	port=$((20000 + $$ % 20000))
+	cli() { redis-cli -p "$@"; }
+	up() {
+		for _ in $(seq 100); do
+			[ "$(cli "$1" ping 2> /dev/null)" = PONG ] && return 0
+			sleep 0.1
+		done
+		fail "redis-server on $1 did not start: $(cat "$T"/log.* 2> /dev/null | tail -5)"
+	}
+	server() { # PORT [zfolio run options --]: a server with its data in $T
+		p=$1
+		shift
+		"$@" redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+			--dir "$T" --dbfilename "dump.$p.rdb" --enable-debug-command yes \
+			> "$T/log.$p" 2>&1 &
+		up "$p"
+	}
+	server $port
+	cli $port debug populate $keys key 200 > /dev/null
+	want=$(cli $port debug digest)
+	cli $port shutdown nosave > /dev/null 2>&1
+	wait
+	zp=$((port + 1))
+	mkdir "$T/tmp"
+	server $zp env TMPDIR="$T/tmp" "$Z" run --json "$T/sum.json" --limit 16m --frame none \
+		--unit 4k --
+	zpid=$!
+	cli $zp debug populate $keys key 200 > /dev/null
+	got=$(cli $zp debug digest)
+	[ "$got" = "$want" ] || fail "DEBUG DIGEST $got under zfolio, $want without"
+	stat=$("$Z" stat --json $zpid)
+	[ "$(echo "$stat" | sed -n 's/.*"swpout_units":\([0-9]*\).*/\1/p')" -gt 0 ] ||
+		fail "nothing swapped out: $stat"
+	# BGSAVE with most of the heap evicted: the child writes it all from its copy.
+	cli $zp bgsave > /dev/null
+	for _ in $(seq 600); do
+		cli $zp info persistence | grep -q "rdb_bgsave_in_progress:0" && break
+		sleep 0.1
+	done
+	cli $zp info persistence | grep -q "rdb_last_bgsave_status:ok" ||
+		fail "BGSAVE: $(cli $zp info persistence | grep bgsave)"
+	lp=$((port + 2))
+	cp "$T/dump.$zp.rdb" "$T/dump.$lp.rdb"
+	server $lp
+	got=$(cli $lp debug digest)
+	[ "$got" = "$want" ] || fail "the RDB loaded by a plain server: digest $got, want $want"
+	cli $lp shutdown nosave > /dev/null 2>&1
+	# The benchmark: SET and GET of compressible 1000-byte values on 100000 keys.
+	redis-benchmark -p $zp -t set,get -n 20000 -r 100000 -d 1000 -q > "$T/bench" 2>&1 ||
+		fail "redis-benchmark: $(cat "$T/bench")"
+	[ "$(grep -c "requests per second" "$T/bench")" -eq 2 ] ||
+		fail "redis-benchmark: $(cat "$T/bench")"
+	cli $zp dbsize | grep -q "^[1-9]" || fail "no keys after the benchmark"
+	# kill -9 of the server: zfolio run ends with 137, and nothing is left behind.
+	pkill -KILL -f "redis-server 127.0.0.1:$zp"
+	wait $zpid
+	rc=$?
+	[ $rc -eq 137 ] || fail "zfolio run after kill -9 of the server: exit $rc"
+	[ -z "$(ls -A "$T/tmp")" ] || fail "left behind in TMPDIR: $(ls -A "$T/tmp")"
+	"$Z" stat $zpid > /dev/null 2>&1
+	[ $? -eq 1 ] || fail "the run is still found after it ended"
+	# No counters at exit after kill -9: the run's own (the group's) say it paged.
+	peak=$(field "$T/sum.json" resident_max)
+	[ "$(field "$T/sum.json" reclaimed_bytes)" -gt 0 ] && [ "$peak" -le $((18 << 20)) ] ||
+		fail "redis-server: $(cat "$T/sum.json")"
 	;;
 stat)
 	# A run of two processes holding their memory until killed (this shell's pid: ours).
