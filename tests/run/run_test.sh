@@ -1,7 +1,7 @@
 #!/bin/sh
 # run_test.sh - "zfolio run" and libzfolio-run.so end to end: real programs under a limit
 # print what they print without zfolio, and the counters show their memory went through
-# it. usage: run_test.sh ZFOLIO RUN_MAPS RUN_HEAP CASE
+# it. usage: run_test.sh ZFOLIO RUN_MAPS RUN_HEAP CASE [SOURCE_TREE]
 #
 #   usage    exit statuses: the program's, 128 + a signal, 127, 2 for bad usage
 #   maps     run_maps (mappings: munmap, mremap, MAP_FIXED, files, madvise, threads,
@@ -21,13 +21,15 @@
 #   redis    redis-server with a data set 4x the limit: DEBUG DIGEST as without zfolio;
 #            BGSAVE with most of the heap evicted, the RDB loaded by a plain server with
 #            the same digest; redis-benchmark SET/GET; kill -9 leaves nothing
+#   make     make -j2 of this project's library sources (SOURCE_TREE) under half of the
+#            run's peak without a limit: the same object files as a plain build
 #   stat     zfolio stat on a run of two processes (table, --json, RUN and PID, a PID
 #            not under zfolio, --watch until the run ends by kill -9); nothing is left
 #
 # Exits 0, 1 on a failure, 77 when zfolio cannot run here (no userfaultfd) or the
 # program a case needs is not installed.
 set -u
-Z=$1 MAPS=$2 HEAP=$3 CASE=$4
+Z=$1 MAPS=$2 HEAP=$3 CASE=$4 SRC=${5:-}
 T=$(mktemp -d)
 HELD= # the stat case's programs, killed on any exit
 trap '[ -n "$HELD" ] && pkill -KILL -f "^$HELD"; rm -rf "$T"' EXIT
@@ -277,6 +279,34 @@ redis)
 	peak=$(field "$T/sum.json" resident_max)
 	[ "$(field "$T/sum.json" reclaimed_bytes)" -gt 0 ] && [ "$peak" -le $((18 << 20)) ] ||
 		fail "redis-server: $(cat "$T/sum.json")"
+	;;
+make)
+	# make -j2 of a C code base (this project's library sources) under half the run's
+	# peak without a limit: the same object files as a plain build. The compilers are
+	# exec'd by gcc, which make forks and execs: every process joins the run.
+	[ -n "${SRC:-}" ] && [ -d "$SRC/src/region" ] || fail "no source tree (5th argument)"
+	command -v make > /dev/null && command -v cc > /dev/null ||
+		{ echo "SKIP: no make or cc"; exit 77; }
+	mkdir "$T/plain" "$T/free" "$T/limited"
+	cat > "$T/Makefile" << EOF
+SRCS := \$(wildcard \$(addsuffix /*.c,\$(addprefix $SRC/src/,common zpool engine backing store region group)))
+all: \$(patsubst %.c,%.o,\$(notdir \$(SRCS)))
+vpath %.c \$(sort \$(dir \$(SRCS)))
+%.o: %.c
+	\$(CC) -O2 -D_GNU_SOURCE -I$SRC/include -I$SRC/src -c \$< -o \$@
+EOF
+	objs() { (cd "$1" && sha256sum ./*.o); }
+	make -s -j2 -C "$T/plain" -f "$T/Makefile" > "$T/out" 2>&1 || fail "plain make: $(cat "$T/out")"
+	zrun -- make -s -j2 -C "$T/free" -f "$T/Makefile"
+	[ "$(objs "$T/free")" = "$(objs "$T/plain")" ] || fail "make under zfolio: other objects"
+	peak=$(field "$T/sum.json" resident_max)
+	limit=$((peak / 2 / 1048576 * 1048576))
+	[ $limit -ge $((8 << 20)) ] || fail "the build's peak is $peak: too small to halve"
+	zrun --limit $limit -- make -s -j2 -C "$T/limited" -f "$T/Makefile"
+	[ "$(objs "$T/limited")" = "$(objs "$T/plain")" ] ||
+		fail "make under a limit of $limit: other objects"
+	check_paged $limit "make -j2 (peak $peak without a limit)"
+	[ "$(field "$T/sum.json" processes)" -gt 20 ] || fail "few processes: $(cat "$T/sum.json")"
 	;;
 stat)
 	# A run of two processes holding their memory until killed (this shell's pid: ours).
