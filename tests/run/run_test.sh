@@ -23,6 +23,8 @@
 #            the same digest; redis-benchmark SET/GET; kill -9 leaves nothing
 #   make     make -j2 of this project's library sources (SOURCE_TREE) under half of the
 #            run's peak without a limit: the same object files as a plain build
+#   share    the share of run_heap's, python3's, sqlite3's and redis-server's anonymous
+#            memory that lives in zfolio while they hold their data: at least 95% each
 #   stat     zfolio stat on a run of two processes (table, --json, RUN and PID, a PID
 #            not under zfolio, --watch until the run ends by kill -9); nothing is left
 #
@@ -307,6 +309,88 @@ EOF
 		fail "make under a limit of $limit: other objects"
 	check_paged $limit "make -j2 (peak $peak without a limit)"
 	[ "$(field "$T/sum.json" processes)" -gt 20 ] || fail "few processes: $(cat "$T/sum.json")"
+	;;
+share)
+	# Which share of each program's anonymous memory is in zfolio, while it holds its
+	# data, without a limit: /proc/PID/smaps, Anonymous in the region (the arena at
+	# 8 TiB, 0x80000000000-0x803ffffffff) against Anonymous in all mappings (zfolio's own
+	# bookkeeping counts as not in zfolio). At least 95% each.
+	share() { # NAME PID: prints the share, fails under 95%
+		awk -v name="$1" '
+			/^[0-9a-f]+-[0-9a-f]+ / { split($1, a, "-"); in_arena = length(a[1]) == 11 && a[1] ~ /^80[0-3]/ }
+			/^Anonymous:/ { all += $2; if (in_arena) arena += $2 }
+			END {
+				printf "share %s: %d of %d KiB anonymous in zfolio (%.1f%%)\n", name, arena, all, all ? 100 * arena / all : 0
+				exit !(all > 0 && arena >= 0.95 * all)
+			}' "/proc/$2/smaps" || fail "$1: under 95% of its anonymous memory in zfolio"
+	}
+	wait_for() { # FILE TEXT: until FILE holds TEXT
+		for _ in $(seq 300); do
+			grep -q "$2" "$1" 2> /dev/null && return 0
+			sleep 0.1
+		done
+		fail "waited for '$2' in $1: $(cat "$1" "$T/err" 2> /dev/null | tail -5)"
+	}
+	# glibc malloc: run_heap holding 256 MiB.
+	HELD="$HEAP 256 hold $$"
+	"$Z" run -- $HELD > "$T/h.out" 2> "$T/err" &
+	wait_for "$T/h.out" held
+	share run_heap "$(pgrep -f "^$HELD")"
+	pkill -KILL -f "^$HELD"
+	wait
+	# python3 (pymalloc and malloc): objects, then it waits for its stdin to close.
+	py=/usr/bin/python3
+	if [ -x $py ]; then
+		mkfifo "$T/in"
+		cat > "$T/hold.py" << 'EOF'
+import sys
+d = {i: ("value-%d-" % i) * 20 for i in range(600000)}
+objs = [list(range(i, i + 50)) for i in range(0, 600000, 10)]
+print("ready", flush=True)
+sys.stdin.read()
+print(len(d), len(objs))
+EOF
+		"$Z" run -- $py "$T/hold.py" < "$T/in" > "$T/p.out" 2> "$T/err" &
+		exec 7> "$T/in"
+		wait_for "$T/p.out" ready
+		share python3 "$(pgrep -f "^$py $T/hold.py")"
+		exec 7>&-
+		wait
+		grep -q "^600000 60000" "$T/p.out" || fail "python3: $(cat "$T/p.out" "$T/err")"
+		rm "$T/in"
+	fi
+	# sqlite3: an in-memory database of about 150 MiB, then it waits for more input.
+	if command -v sqlite3 > /dev/null; then
+		mkfifo "$T/in"
+		"$Z" run -- sqlite3 :memory: < "$T/in" > "$T/s.out" 2> "$T/err" &
+		exec 7> "$T/in"
+		cat >&7 << 'EOF'
+PRAGMA cache_size = -400000;
+CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 400000)
+INSERT INTO t SELECT x, printf('%.*c', 300, 'v') || x FROM c;
+SELECT 'ready';
+EOF
+		wait_for "$T/s.out" ready
+		share sqlite3 "$(pgrep -f "^sqlite3 :memory:" | tail -1)"
+		exec 7>&-
+		wait
+	fi
+	# redis-server (jemalloc): 64 MiB of keys.
+	if command -v redis-server > /dev/null && command -v redis-cli > /dev/null; then
+		port=$((20000 + $$ % 20000 + 3))
+		"$Z" run -- redis-server --port $port --bind 127.0.0.1 --save "" \
+			--appendonly no --dir "$T" --enable-debug-command yes > "$T/r.out" 2>&1 &
+		for _ in $(seq 100); do
+			[ "$(redis-cli -p $port ping 2> /dev/null)" = PONG ] && break
+			sleep 0.1
+		done
+		redis-cli -p $port debug populate 225000 key 200 > /dev/null ||
+			fail "redis: $(tail -5 "$T/r.out")"
+		share redis-server "$(pgrep -f "redis-server 127.0.0.1:$port")"
+		redis-cli -p $port shutdown nosave > /dev/null 2>&1
+		wait
+	fi
 	;;
 stat)
 	# A run of two processes holding their memory until killed (this shell's pid: ours).
