@@ -193,12 +193,14 @@ static void write_stats(void)
 	n = snprintf(line, sizeof(line),
 		     "{\"pid\":%d,\"resident_bytes\":%llu,\"resident_max\":%llu,"
 		     "\"stored_bytes\":%llu,\"compressed_bytes\":%llu,\"pool_bytes\":%llu,"
+		     "\"pool_max\":%llu,"
 		     "\"meta_bytes\":%llu,\"swpout\":%llu,\"swpin\":%llu,\"pgmajfault\":%llu,"
 		     "\"fault_ns\":%llu,\"arena_bytes\":%zu,\"maps\":%llu,\"unmaps\":%llu,"
 		     "\"remaps\":%llu,\"remap_copies\":%llu}\n",
 		     (int)getpid(), (unsigned long long)rs.resident_bytes,
 		     (unsigned long long)rs.resident_max, (unsigned long long)ss.orig_data_size,
 		     (unsigned long long)ss.compr_data_size, (unsigned long long)ss.pool_total_size,
+		     (unsigned long long)ss.mem_used_max,
 		     (unsigned long long)(rs.meta_bytes + ss.meta_bytes),
 		     (unsigned long long)rs.swpout, (unsigned long long)rs.swpin,
 		     (unsigned long long)rs.pgmajfault, (unsigned long long)rs.fault_ns,

@@ -166,7 +166,8 @@ static void set_environment(const struct cli_args *a, const char *lib, const cha
 /* What the processes' counter files add up to. */
 struct totals {
 	unsigned procs;
-	uint64_t resident_max, stored, compressed, pool, meta, swpout, swpin, majflt, fault_ns;
+	uint64_t resident_max, stored, compressed, pool, pool_max, meta, swpout, swpin, majflt,
+		fault_ns;
 };
 
 /* The value of "key": in one line of JSON the runtime wrote (run.c in src/run). */
@@ -204,6 +205,7 @@ static void sum_stats(const char *dir, const char *prefix, struct totals *t, int
 			t->stored += json_u64(line, "stored_bytes");
 			t->compressed += json_u64(line, "compressed_bytes");
 			t->pool += json_u64(line, "pool_bytes");
+			t->pool_max += json_u64(line, "pool_max");
 			t->meta += json_u64(line, "meta_bytes");
 			t->swpout += json_u64(line, "swpout");
 			t->swpin += json_u64(line, "swpin");
@@ -254,15 +256,16 @@ static void summary(const struct cli_args *a, const struct totals *t, const zf_g
 		"{\"command\":\"run\",\"status\":%d,\"limit\":%llu,\"processes\":%u,"
 		"\"members\":%llu,\"resident_max\":%llu,\"process_resident_max\":%llu,"
 		"\"reclaimed_bytes\":%llu,\"stored_bytes\":%llu,\"compressed_bytes\":%llu,"
-		"\"pool_bytes\":%llu,\"meta_bytes\":%llu,\"swpout\":%llu,\"swpin\":%llu,"
+		"\"pool_bytes\":%llu,\"pool_max\":%llu,\"meta_bytes\":%llu,\"swpout\":%llu,"
+		"\"swpin\":%llu,"
 		"\"pgmajfault\":%llu,\"fault_ns\":%llu}\n",
 		status, (unsigned long long)limit, t->procs, (unsigned long long)g->joined,
 		(unsigned long long)g->resident_max, (unsigned long long)t->resident_max,
 		(unsigned long long)g->reclaimed_bytes, (unsigned long long)t->stored,
 		(unsigned long long)t->compressed, (unsigned long long)t->pool,
-		(unsigned long long)t->meta, (unsigned long long)t->swpout,
-		(unsigned long long)t->swpin, (unsigned long long)t->majflt,
-		(unsigned long long)t->fault_ns);
+		(unsigned long long)t->pool_max, (unsigned long long)t->meta,
+		(unsigned long long)t->swpout, (unsigned long long)t->swpin,
+		(unsigned long long)t->majflt, (unsigned long long)t->fault_ns);
 	fclose(f);
 }
 
