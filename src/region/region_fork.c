@@ -189,9 +189,9 @@ static int child_one(zf_region *r)
 		/*
 		 * A member of its own (the parent's slot stays the parent's), charged nothing
 		 * for the units resident at the fork: their pages are the parent's too, and
-		 * the parent is charged for them (F_FORKED).
+		 * the parent is charged for them (F_FORKED). Until here group_slot was the
+		 * parent's, which group_leave() from this process cannot let go.
 		 */
-		r->group_slot = -1;
 		r->group_slot = group_join(r->group);
 		if (r->group_slot < 0)
 			return r->group_slot;
