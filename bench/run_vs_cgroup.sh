@@ -54,26 +54,6 @@ mkswap /dev/zram0 > /dev/null
 swapon -p 32767 /dev/zram0
 
 # The workloads: each a command line (run by sh -c), and zfolio run's options.
-cat > "$T/objs.py" << 'EOF'
-import hashlib
-d = {}
-for i in range(600000):
-    d[i] = ("value-%d-" % i) * 20
-objs = [list(range(i, i + 50)) for i in range(0, 600000, 10)]
-h = hashlib.sha256()
-for i in range(0, 600000, 7):
-    h.update(d[i].encode())
-for o in objs[::13]:
-    h.update(repr(o).encode())
-print(h.hexdigest(), len(d), len(objs))
-EOF
-cat > "$T/Makefile" << EOF
-SRCS := \$(wildcard \$(addsuffix /*.c,\$(addprefix $SRC/src/,common zpool engine backing store region group)))
-all: \$(patsubst %.c,%.o,\$(notdir \$(SRCS)))
-vpath %.c \$(sort \$(dir \$(SRCS)))
-%.o: %.c
-	\$(CC) -O2 -D_GNU_SOURCE -I$SRC/include -I$SRC/src -c \$< -o \$@
-EOF
 cat > "$T/redis.sh" << 'EOF'
 port=$((21000 + $$ % 20000))
 redis-server --port $port --bind 127.0.0.1 --save "" --appendonly no --dir /tmp \
@@ -86,8 +66,8 @@ wait
 EOF
 names="heap python make redis"
 cmd_heap="$B/tests/run/run_heap 256"
-cmd_python="/usr/bin/python3 $T/objs.py"
-cmd_make="rm -rf $T/mk && mkdir $T/mk && make -s -j2 -C $T/mk -f $T/Makefile"
+cmd_python="/usr/bin/python3 $SRC/tests/run/objs.py"
+cmd_make="rm -rf $T/mk && mkdir $T/mk && make -s -j2 -C $T/mk -f $SRC/tests/run/library.mk SRC=$SRC"
 cmd_redis="sh $T/redis.sh"
 # redis: 4 KiB units, as its test; with 2 MiB frames each miss of the digest's walk in
 # hash order reads a frame back (docs/run.md).

@@ -32,6 +32,7 @@
 # program a case needs is not installed.
 set -u
 Z=$1 MAPS=$2 HEAP=$3 CASE=$4 SRC=${5:-}
+HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
 HELD= # the stat case's programs, killed on any exit
 trap '[ -n "$HELD" ] && pkill -KILL -f "^$HELD"; rm -rf "$T"' EXIT
@@ -157,21 +158,8 @@ EOF
 python)
 	py=/usr/bin/python3
 	[ -x $py ] || { echo "SKIP: no $py"; exit 77; }
-	cat > "$T/objs.py" << 'EOF'
-import hashlib
-d = {}
-for i in range(600000):
-    d[i] = ("value-%d-" % i) * 20
-objs = [list(range(i, i + 50)) for i in range(0, 600000, 10)]
-h = hashlib.sha256()
-for i in range(0, 600000, 7):
-    h.update(d[i].encode())
-for o in objs[::13]:
-    h.update(repr(o).encode())
-print(h.hexdigest(), len(d), len(objs))
-EOF
-	want=$($py "$T/objs.py")
-	zrun --limit 64m -- $py "$T/objs.py"
+	want=$($py "$HERE/objs.py")
+	zrun --limit 64m -- $py "$HERE/objs.py"
 	[ "$(cat "$T/out")" = "$want" ] || fail "python3: $(cat "$T/out"), want $want"
 	check_paged $((64 << 20)) "python3"
 	;;
@@ -290,21 +278,15 @@ make)
 	command -v make > /dev/null && command -v cc > /dev/null ||
 		{ echo "SKIP: no make or cc"; exit 77; }
 	mkdir "$T/plain" "$T/free" "$T/limited"
-	cat > "$T/Makefile" << EOF
-SRCS := \$(wildcard \$(addsuffix /*.c,\$(addprefix $SRC/src/,common zpool engine backing store region group)))
-all: \$(patsubst %.c,%.o,\$(notdir \$(SRCS)))
-vpath %.c \$(sort \$(dir \$(SRCS)))
-%.o: %.c
-	\$(CC) -O2 -D_GNU_SOURCE -I$SRC/include -I$SRC/src -c \$< -o \$@
-EOF
 	objs() { (cd "$1" && sha256sum ./*.o); }
-	make -s -j2 -C "$T/plain" -f "$T/Makefile" > "$T/out" 2>&1 || fail "plain make: $(cat "$T/out")"
-	zrun -- make -s -j2 -C "$T/free" -f "$T/Makefile"
+	make -s -j2 -C "$T/plain" -f "$HERE/library.mk" SRC="$SRC" > "$T/out" 2>&1 ||
+		fail "plain make: $(cat "$T/out")"
+	zrun -- make -s -j2 -C "$T/free" -f "$HERE/library.mk" SRC="$SRC"
 	[ "$(objs "$T/free")" = "$(objs "$T/plain")" ] || fail "make under zfolio: other objects"
 	peak=$(field "$T/sum.json" resident_max)
 	limit=$((peak / 2 / 1048576 * 1048576))
 	[ $limit -ge $((8 << 20)) ] || fail "the build's peak is $peak: too small to halve"
-	zrun --limit $limit -- make -s -j2 -C "$T/limited" -f "$T/Makefile"
+	zrun --limit $limit -- make -s -j2 -C "$T/limited" -f "$HERE/library.mk" SRC="$SRC"
 	[ "$(objs "$T/limited")" = "$(objs "$T/plain")" ] ||
 		fail "make under a limit of $limit: other objects"
 	check_paged $limit "make -j2 (peak $peak without a limit)"
