@@ -141,8 +141,7 @@ int zf_group_create(uint64_t limit, uint64_t reclaim_batch, zf_group **out)
 	g->s->limit = limit;
 	g->s->batch = limit ? ZF_MIN(batch, limit / 2) : batch;
 	atomic_store(&g->s->last_reap_ns, mono_ns());
-	/* The magic last: an opener that sees it sees the rest. */
-	atomic_thread_fence(memory_order_release);
+	/* Other processes open it only later, by a path this process hands them. */
 	g->s->magic = GROUP_MAGIC;
 	g->fd = fd;
 	*out = g;
@@ -191,7 +190,6 @@ int zf_group_open(const char *path, zf_group **out)
 		free(g);
 		return ret;
 	}
-	atomic_thread_fence(memory_order_acquire);
 	g->fd = -1;
 	*out = g;
 	return 0;
@@ -420,8 +418,8 @@ void group_publish(zf_group *g, int slot, const zf_region_stats *rs, const zf_st
 	const uint32_t req = atomic_load_explicit(&g->s->stat_req, memory_order_acquire);
 	uint64_t w[RS_WORDS > SS_WORDS ? RS_WORDS : SS_WORDS];
 
+	/* Odd first: the stores below cannot pass the increment's acquire half. */
 	atomic_fetch_add_explicit(&sl->seq, 1, memory_order_acq_rel);
-	atomic_thread_fence(memory_order_release);
 	memcpy(w, rs, sizeof(*rs));
 	for (size_t i = 0; i < RS_WORDS; i++)
 		atomic_store_explicit(&sl->rs[i], w[i], memory_order_relaxed);
@@ -465,13 +463,13 @@ static int slot_read(struct group_slot *sl, zf_group_member *m)
 
 		if (seq & 1)
 			continue;
+		/* Acquire loads: the second look at seq cannot pass them. */
 		for (size_t i = 0; i < RS_WORDS; i++)
-			w[i] = atomic_load_explicit(&sl->rs[i], memory_order_relaxed);
+			w[i] = atomic_load_explicit(&sl->rs[i], memory_order_acquire);
 		memcpy(&m->region, w, sizeof(m->region));
 		for (size_t i = 0; i < SS_WORDS; i++)
-			w[i] = atomic_load_explicit(&sl->ss[i], memory_order_relaxed);
+			w[i] = atomic_load_explicit(&sl->ss[i], memory_order_acquire);
 		memcpy(&m->store, w, sizeof(m->store));
-		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&sl->seq, memory_order_relaxed) == seq)
 			return 0;
 	}
