@@ -109,18 +109,28 @@ static zf_region *region_in(zf_group *g, size_t size, uint32_t fork)
 /* Page p of a member's data: words of (seed, p), compressible. */
 static void fill(uint8_t *base, size_t size, uint64_t seed)
 {
-	for (size_t off = 0; off < size; off += 4096)
+	for (size_t off = 0; off < size; off += 4096) {
+		const uint64_t v = seed << 32 | off / 4096;
+
 		for (size_t w = 0; w < 4096; w += 64)
-			*(uint64_t *)(base + off + w) = seed << 32 | off / 4096;
+			memcpy(base + off + w, &v, sizeof(v));
+	}
 }
 
 static void verify(const uint8_t *base, size_t size, uint64_t seed, int line)
 {
-	for (size_t off = 0; off < size; off += 4096)
-		for (size_t w = 0; w < 4096; w += 64)
-			if (*(const uint64_t *)(base + off + w) != (seed << 32 | off / 4096))
+	for (size_t off = 0; off < size; off += 4096) {
+		const uint64_t want = seed << 32 | off / 4096;
+
+		for (size_t w = 0; w < 4096; w += 64) {
+			uint64_t got;
+
+			memcpy(&got, base + off + w, sizeof(got));
+			if (got != want)
 				fail(line, "seed %llu: page %zu word %zu reads %#llx", U(seed),
-				     off / 4096, w / 8, U(*(const uint64_t *)(base + off + w)));
+				     off / 4096, w / 8, U(got));
+		}
+	}
 }
 
 /* Starts fn(g, arg) in a child process; its pid. */
