@@ -150,10 +150,8 @@ static void run_init(void)
 	}
 	ret = zf_region_create(NULL, rt.cfg.arena, &o, &rt.region);
 	if (!ret)
-		ret = run_arena_init(
-			&rt.arena, zf_region_base(rt.region), zf_region_size(rt.region),
-			zf_region_unit(rt.region) < (64u << 10) ? 64u << 10
-								: zf_region_unit(rt.region));
+		ret = run_arena_init(&rt.arena, zf_region_base(rt.region),
+				     zf_region_size(rt.region), ZF_MAX(rt.cfg.unit, 64u << 10));
 	if (ret)
 		run_heap_stop();
 	if (ret && !rt.cfg.quiet)

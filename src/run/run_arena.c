@@ -6,8 +6,11 @@
  * mapping the program takes is a range of the region's addresses, and one it gives back
  * is dropped (MADV_DONTNEED: the region drops what it kept of it) and its addresses go
  * back here for the next mapping. A first-fit list of free ranges, kept sorted and
- * merged; mappings start on the region's unit (at least 64 KiB), so that two mappings
- * share no unit, and larger ones on larger powers of two (run_arena_take()).
+ * merged; mappings start on the store's unit (at least 64 KiB), so that two mappings
+ * share no unit the store compresses, and larger ones on larger powers of two
+ * (run_arena_take()). Not on the frame: mappings smaller than 2 MiB share frames, as
+ * huge pages span neighbouring mappings in the kernel (padded to frames, python3's 1 MiB
+ * arenas took twice their memory).
  *
  * The list is the C library's memory (common_internal), never the arena's own.
  */

@@ -43,7 +43,7 @@ struct run_range {
 /* The arena: the region's address space, handed out to mappings (run_arena.c). */
 struct run_arena {
 	uintptr_t base, end;
-	size_t align; /* every mapping starts on this (the region's unit) */
+	size_t align; /* every mapping starts on this (the store's unit, 64 KiB at least) */
 	pthread_mutex_t lock;
 	struct run_range *free; /* sorted, disjoint, not adjacent */
 	size_t nfree, cap;

@@ -320,10 +320,11 @@ share)
 	share run_heap "$(pgrep -f "^$HELD")"
 	pkill -KILL -f "^$HELD"
 	wait
-	# python3 (pymalloc and malloc): objects, then it waits for its stdin to close.
+	# python3 (pymalloc and malloc): objects, then it waits for its stdin to close. Its
+	# anonymous memory under zfolio is also held against the plain run's: pymalloc's
+	# 1 MiB arenas once took a 2 MiB frame each, and python3 twice the memory.
 	py=/usr/bin/python3
 	if [ -x $py ]; then
-		mkfifo "$T/in"
 		cat > "$T/hold.py" << 'EOF'
 import sys
 d = {i: ("value-%d-" % i) * 20 for i in range(600000)}
@@ -332,14 +333,30 @@ print("ready", flush=True)
 sys.stdin.read()
 print(len(d), len(objs))
 EOF
-		"$Z" run -- $py "$T/hold.py" < "$T/in" > "$T/p.out" 2> "$T/err" &
-		exec 7> "$T/in"
-		wait_for "$T/p.out" ready
-		share python3 "$(pgrep -f "^$py $T/hold.py")"
-		exec 7>&-
-		wait
-		grep -q "^600000 60000" "$T/p.out" || fail "python3: $(cat "$T/p.out" "$T/err")"
-		rm "$T/in"
+		for how in plain zfolio; do
+			mkfifo "$T/in"
+			if [ $how = plain ]; then
+				$py "$T/hold.py" < "$T/in" > "$T/p.out" 2> "$T/err" &
+			else
+				"$Z" run -- $py "$T/hold.py" < "$T/in" > "$T/p.out" 2> "$T/err" &
+			fi
+			exec 7> "$T/in"
+			wait_for "$T/p.out" ready
+			pid=$(pgrep -f "^$py $T/hold.py")
+			anon=$(awk '/^Anonymous:/ { all += $2 } END { print all }' "/proc/$pid/smaps")
+			if [ $how = plain ]; then
+				plain_anon=$anon
+			else
+				share python3 "$pid"
+				echo "python3: $anon KiB anonymous under zfolio, $plain_anon KiB plain"
+				[ "$anon" -le $((plain_anon * 115 / 100)) ] ||
+					fail "python3 takes $anon KiB of anonymous memory under zfolio, $plain_anon KiB plain"
+			fi
+			exec 7>&-
+			wait
+			grep -q "^600000 60000" "$T/p.out" || fail "python3 ($how): $(cat "$T/p.out" "$T/err")"
+			rm "$T/in"
+		done
 	fi
 	# sqlite3: an in-memory database of about 150 MiB, then it waits for more input.
 	if command -v sqlite3 > /dev/null; then
