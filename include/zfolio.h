@@ -677,9 +677,11 @@ typedef struct zf_region_stats {
 	/*
 	 * Never-written frames whose protection was lifted ahead of a program writing its
 	 * memory in order (counted resident from then; their first write is the kernel's
-	 * own huge-page fault, not counted in thp_fault_alloc).
+	 * own huge-page fault, not counted in thp_fault_alloc). fresh_filled: of them, those
+	 * the region's background thread wrote first (the kernel zeroed a huge page for it,
+	 * beside the program rather than in its write).
 	 */
-	uint64_t fresh_ahead;
+	uint64_t fresh_ahead, fresh_filled;
 	/*
 	 * Memory of the region's own beside the units it counts resident. staging_bytes:
 	 * huge pages its fault contexts hold now, outside the region (frames: each context's

@@ -28,6 +28,8 @@ enum test_point {
 			     * its protection (claimed LOADING, read_lock shared) */
 	TP_SWAPIN_LOADED, /* a swap-in: the unit claimed (LOADING) and read from the store,
 			   * not yet placed (fork_lock shared) */
+	TP_FILL_SEEN, /* the reader: a fresh frame opened ahead seen resident, not yet written
+		       * (no lock held) */
 	TP_COUNT
 };
 

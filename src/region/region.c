@@ -178,7 +178,7 @@ int region_start_threads(zf_region *r)
 		TRY(start_thread(&r->reclaimer, region_reclaim_main, r));
 		r->have_reclaimer = 1;
 	}
-	if (r->want_reader) {
+	if (r->want_reader || r->want_filler) {
 		TRY(start_thread(&r->reader, region_readahead_main, r));
 		r->have_reader = 1;
 	}
@@ -191,6 +191,7 @@ static int region_start(zf_region *r)
 
 	/* Decided before any service thread reads it. */
 	r->want_reader = r->o.readahead && r->o.swapin == ZF_SWAPIN_WHOLE;
+	r->want_filler = r->frames;
 	TRY(region_open_eventfds(r));
 	r->threads = calloc(n, sizeof(*r->threads));
 	r->thread_ctx = calloc(n, sizeof(*r->thread_ctx));
@@ -573,6 +574,7 @@ static void stats_fill(zf_region *r, zf_region_stats *s)
 	GET(frame_split);
 	GET(frame_fallback);
 	GET(fresh_ahead);
+	GET(fresh_filled);
 	GET(fork_unshared);
 #undef GET
 	s->staging_bytes = atomic_load(&r->n.staging) * r->unit;
@@ -670,6 +672,7 @@ size_t zf_region_stats_text(zf_region *r, char *buf, size_t cap)
 	FIELD(frame_split);
 	FIELD(frame_fallback);
 	FIELD(fresh_ahead);
+	FIELD(fresh_filled);
 	FIELD(staging_bytes);
 	FIELD(staging_max);
 	FIELD(meta_bytes);

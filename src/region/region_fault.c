@@ -299,43 +299,49 @@ static int place_zeros(zf_region *r, struct fault_ctx *c, uint64_t u, uint8_t *p
  * it (a fault, not a guess, may take the limit's batch). A frame opened so and never
  * written still maps the huge zero page: no memory, counted resident until the clock,
  * which finds it unreferenced, takes it (a same-filled unit). Under no lock; claims each
- * frame as a fault would.
+ * frame as a fault would. The frames opened go to the background thread, which writes
+ * them first (region_fill_note()): the kernel's zeroing of their huge pages then runs
+ * beside the program, not in its writes.
  */
 static void fresh_ahead(zf_region *r, uint64_t u)
 {
+	uint64_t v;
+
 	if (u == 0 ||
 	    (atomic_load_explicit(&r->state[u - 1], memory_order_acquire) & ST_MASK) != ST_RESIDENT)
 		return;
-	for (uint64_t v = u + 1; v <= u + RG_FRESH_AHEAD && v < r->nunits; v++) {
+	for (v = u + 1; v <= u + RG_FRESH_AHEAD && v < r->nunits; v++) {
 		uint8_t *addr = unit_addr(r, v);
 		int ret;
 
 		if (atomic_load_explicit(&r->state[v], memory_order_acquire) != ST_EMPTY ||
 		    !region_frame_mapped(addr))
-			return;
+			break;
 		if (r->limit_units &&
 		    (r->group ? group_over(r->group)
 			      : atomic_load_explicit(&r->resident, memory_order_acquire) >=
 					r->limit_units))
-			return;
+			break;
 		if (!resident_reserve(r))
-			return;
+			break;
 		pthread_rwlock_rdlock(&r->read_lock);
 		if (unit_move(r, v, ST_EMPTY, ST_LOADING, 0, 0)) {
 			pthread_rwlock_unlock(&r->read_lock);
 			resident_add(r, -1);
-			return;
+			break;
 		}
 		ret = protect(r, addr, r->unit, 0);
 		pthread_rwlock_unlock(&r->read_lock);
 		if (ret) {
 			resident_add(r, -1);
 			unit_release(r, v, ST_EMPTY, 0, 0);
-			return;
+			break;
 		}
 		unit_release(r, v, ST_RESIDENT, 0, 0);
 		INC(r, fresh_ahead);
 	}
+	if (v > u + 1)
+		region_fill_note(r, u + 1, v);
 }
 
 /*

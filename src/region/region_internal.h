@@ -142,7 +142,7 @@ struct counters {
 		ev_remap, copy_eagain, copy_eexist, fault_fail, resident_max;
 	_Atomic uint64_t swpin_fallback, swpin_units, swpout_units;
 	_Atomic uint64_t thp_swpin, thp_fault_alloc, thp_zero, frame_split, frame_fallback;
-	_Atomic uint64_t fresh_ahead, fork_unshared;
+	_Atomic uint64_t fresh_ahead, fresh_filled, fork_unshared;
 	_Atomic uint64_t staging, staging_max; /* nursery frames holding a huge page (units) */
 	_Atomic uint64_t ctx_bytes; /* the fault contexts' bookkeeping (region_fault_ctx_init) */
 	_Atomic uint64_t lat[ZF_REGION_LAT_BUCKETS];
@@ -256,10 +256,12 @@ struct zf_region {
 	int bg_stop, reclaim_kick;
 	_Atomic int bg_stopping; /* bg_stop, for the reclaimer's loop outside bg_lock */
 	uint64_t ra_next, ra_end; /* readahead wanted for [next, end), under bg_lock */
+	uint64_t fill_next, fill_end; /* fresh frames to fill for [next, end), under bg_lock */
 	_Atomic uint64_t ra_last; /* the last unit a fault brought in, + 1 */
 	pthread_t reclaimer, reader;
 	int have_reclaimer, have_reader;
 	int want_reader; /* readahead on: set before the service threads start */
+	int want_filler; /* frames: the reader fills fresh frames opened ahead (fresh_ahead) */
 	struct fault_ctx ra_ctx;
 	pthread_mutex_t advise_lock; /* for advise_ctx: ZF_ADV_HOT swap-ins */
 	struct fault_ctx advise_ctx;
@@ -602,10 +604,14 @@ uint64_t region_evict_chunk(zf_region *r, uint64_t first, uint64_t n, const uint
 			    int reclaim);
 int region_doubt_left(zf_region *r, uint64_t u, int settle);
 
-/* region_reclaim.c: the threads' bodies, readahead's note (region_reclaim_kick(): above). */
+/*
+ * region_reclaim.c: the threads' bodies, readahead's note and the fresh frames to fill
+ * (region_reclaim_kick(): above).
+ */
 void *region_reclaim_main(void *arg);
 void *region_readahead_main(void *arg);
 void region_readahead_note(zf_region *r, uint64_t u);
+void region_fill_note(zf_region *r, uint64_t first, uint64_t end);
 
 /* region_fault.c: fault contexts, reading a unit back, swap-in, serving, service threads. */
 int region_fault_ctx_init(zf_region *r, struct fault_ctx *c);

@@ -19,13 +19,17 @@
  *
  * Readahead (whole-unit swap-in only): a major fault on unit u right after one on u - 1,
  * or one that passes units read ahead (F_RA: hits), asks the readahead thread for the
- * next zf_region_options.readahead units.
+ * next zf_region_options.readahead units. With frames the same thread writes the fresh
+ * frames that faults opened ahead (fresh_ahead(), region_fault.c) before the program
+ * does, so that the kernel zeroes their huge pages beside it.
  *
  * docs/region.md: "Residency limit and reclaim", "Readahead".
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "../common/test_point.h"
 #include "region_internal.h"
 
 #define RECLAIM_RETRIES 20u /* empty reclaim batches, 0.2 ms apart, before faults go over */
@@ -297,6 +301,45 @@ void region_readahead_note(zf_region *r, uint64_t u)
 	pthread_mutex_unlock(&r->bg_lock);
 }
 
+/* Fresh frames [first, end) opened ahead of the program (fresh_ahead()), to write first. */
+void region_fill_note(zf_region *r, uint64_t first, uint64_t end)
+{
+	if (!r->want_filler)
+		return;
+	pthread_mutex_lock(&r->bg_lock);
+	/* The program went on in order: the frames still to write, and these. */
+	if (r->fill_next < r->fill_end && first <= r->fill_end && end > r->fill_end)
+		r->fill_end = end;
+	else if (r->fill_next >= r->fill_end || first > r->fill_end) {
+		r->fill_next = first;
+		r->fill_end = end;
+	}
+	pthread_cond_broadcast(&r->bg_cond);
+	pthread_mutex_unlock(&r->bg_lock);
+}
+
+/*
+ * Writes fresh frame u, opened ahead of the program, before the program does: the kernel
+ * zeroes its huge page here, on the other CPU, rather than in the program's first write
+ * (fresh huge pages cost 2-5 ms each on this machine class: FIRST-TOUCH.md). Neither
+ * claimed nor under read_lock: a claim would make a fault of this thread's, on a unit
+ * evicted or dropped since the look, wait for itself (the service thread serves it after
+ * the claim). Such a fault is served as any (thread mode), or fails (SIGBUS mode: no
+ * signal for MADV_POPULATE_WRITE); the cost is a frame brought in for nothing. A frame
+ * the program wrote already costs a walk of its page table.
+ */
+static void fill_fresh(zf_region *r, uint64_t u)
+{
+	const uint32_t st = atomic_load_explicit(&r->state[u], memory_order_acquire);
+
+	if ((st & ST_MASK) != ST_RESIDENT || (st & (F_EVENT | F_PARTIAL)))
+		return;
+	TEST_POINT(TP_FILL_SEEN);
+	if (!madvise(unit_addr(r, u), r->unit, MADV_POPULATE_WRITE))
+		INC(r, fresh_filled);
+}
+
+/* The reader: readahead first, then fresh frames to fill. */
 void *region_readahead_main(void *arg)
 {
 	zf_region *r = arg;
@@ -305,6 +348,13 @@ void *region_readahead_main(void *arg)
 	while (!r->bg_stop) {
 		uint64_t u;
 
+		if (r->ra_next >= r->ra_end && r->fill_next < r->fill_end) {
+			u = r->fill_next++;
+			pthread_mutex_unlock(&r->bg_lock);
+			fill_fresh(r, u);
+			pthread_mutex_lock(&r->bg_lock);
+			continue;
+		}
 		if (r->ra_next >= r->ra_end) {
 			pthread_cond_wait(&r->bg_cond, &r->bg_lock);
 			continue;

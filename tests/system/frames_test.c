@@ -5,9 +5,10 @@
  *
  *   fresh     never-written frames read zeros with no fault and no memory (the huge zero
  *             page, premapped), and a first write gives a frame (thp_fault_alloc)
- *   ahead     frames written in order: the next ones are opened ahead (fresh_ahead) and
- *             written with no fault; those never written stay zeros, evicted and back;
- *             under a limit, no further than the limit
+ *   ahead     frames written in order: the next ones are opened ahead (fresh_ahead),
+ *             written first by the region's reader (fresh_filled) and by the program with
+ *             no fault; those it never writes stay zeros, evicted and back; under a
+ *             limit, no further than the limit
  *   swapin    frames evicted and read back, as huge pages (thp_swpin)
  *   dropped   a never-written frame the program dropped (MADV_DONTNEED): its first read
  *             maps the huge zero page by a move, its first write a zeroed huge page
@@ -259,6 +260,10 @@ static void case_ahead(enum zf_fault_mode mode, uint32_t unit)
 	CHECK(s.thp_fault_alloc == 2 && s.fresh_ahead == 4,
 	      "frames 0-1 written: thp_fault_alloc %llu, fresh_ahead %llu (want 2 and 4)",
 	      (unsigned long long)s.thp_fault_alloc, (unsigned long long)s.fresh_ahead);
+	/* The region's reader writes them before the program does (fresh_filled). */
+	STATS_WHEN(&f, s, s.fresh_filled >= 4);
+	CHECK(s.fresh_filled == 4, "frames 2-5 opened ahead: fresh_filled %llu, want 4",
+	      (unsigned long long)s.fresh_filled);
 	/* Frame 2 written, 3-5 opened and never written (the huge zero page, unprotected). */
 	write_pages(&f, 2 * FP, 3 * FP, 3);
 	verify(&f, 0, f.pages, "frames opened ahead");

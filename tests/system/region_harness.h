@@ -267,5 +267,6 @@ int case_remap_late(void);
 int case_remap_early(void);
 int case_free(void);
 int case_wp_eagain(void);
+int case_fill(void);
 
 #endif /* ZF_REGION_HARNESS_H */

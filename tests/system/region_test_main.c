@@ -32,6 +32,8 @@
  *                          free           MADV_FREE, whose zap never comes
  *                          wp_eagain      a write to a fresh frame while an event is unread
  *   region_test_split.c    split          units that span two mappings (mprotect)
+ *   region_test_fill.c     fill           fresh frames the reader writes ahead, evicted
+ *                                         or dropped between its look and its write
  * Each file's top comment says what its cases check.
  *
  * Cases that may crash or hang the process when the region is wrong run each
@@ -97,6 +99,7 @@ static const struct {
 	{ "remap_early", case_remap_early, 110 },
 	{ "free", case_free, 110 },
 	{ "wp_eagain", case_wp_eagain, 110 },
+	{ "fill", case_fill, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -145,6 +145,7 @@ static void print_json(const struct fresh_case *cases, const struct fresh_case *
 		cli_json_u64("pgfault_zero", c->st.pgfault_zero);
 		cli_json_u64("thp_fault_alloc", c->st.thp_fault_alloc);
 		cli_json_u64("fresh_ahead", c->st.fresh_ahead);
+		cli_json_u64("fresh_filled", c->st.fresh_filled);
 		cli_json_u64("frame_split", c->st.frame_split);
 		cli_json_u64("frame_fallback", c->st.frame_fallback);
 	}
