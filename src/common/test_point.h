@@ -30,6 +30,8 @@ enum test_point {
 			   * not yet placed (fork_lock shared) */
 	TP_FILL_SEEN, /* the reader: a fresh frame opened ahead seen resident, not yet written
 		       * (no lock held) */
+	TP_PREMAP_MOVED, /* a block premapped at its first fault: the huge zero page moved into
+			  * a frame, not yet write-protected (claimed LOADING, read_lock shared) */
 	TP_COUNT
 };
 

@@ -448,6 +448,7 @@ void zf_region_destroy(zf_region *r)
 	free(r->threads);
 	free(r->thread_ctx);
 	free((void *)r->state);
+	free((void *)r->premapped);
 	free(r);
 }
 

@@ -392,11 +392,23 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		return res;
 	}
 	case ST_EMPTY: {
+		int mapped;
+
+		/* The first fault in a block of frames not premapped yet premaps it. */
+		if (r->frames && region_frame_premap(r, u))
+			return SERVED;
 		/*
 		 * A write (or a fault of unknown kind) on a frame that maps the huge zero page:
-		 * a write-protect fault. A read never faults there.
+		 * a write-protect fault. A read never faults there, but one from before another
+		 * thread's fault premapped the block finds it mapped now, and so does a write
+		 * that missed: the access, tried again, reads or faults to write.
 		 */
-		const int mapped = r->frames && wp != 0 && write != 0 && region_frame_mapped(page);
+		mapped = r->frames && region_frame_mapped(page);
+		if (mapped && wp == 0) {
+			wake_range(r, page, RG_PAGE);
+			return SERVED;
+		}
+		mapped = mapped && wp != 0 && write != 0;
 
 		/* Memory never written: zero pages, the whole unit at once. */
 		if (!resident_reserve(r)) {
@@ -412,6 +424,13 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		if (unit_move(r, u, ST_EMPTY, ST_LOADING, 0, 0)) {
 			pthread_rwlock_unlock(&r->read_lock);
 			resident_add(r, -1);
+			return RETRY;
+		}
+		if (r->frames && !mapped && region_frame_mapped(page)) {
+			/* Premapped since the look (another fault in the block): again. */
+			pthread_rwlock_unlock(&r->read_lock);
+			resident_add(r, -1);
+			unit_release(r, u, ST_EMPTY, 0, 0);
 			return RETRY;
 		}
 		ret = place_zeros(r, c, u, page, mapped);

@@ -78,6 +78,12 @@
  */
 #define RG_FRESH_AHEAD 4
 /*
+ * Frames premapped with the huge zero page at creation; past them, a block of
+ * RG_PREMAP_BLOCK frames (32 MiB) at its first fault (region_frame.c, premap_frames()).
+ */
+#define RG_PREMAP_EAGER 128
+#define RG_PREMAP_BLOCK 16
+/*
  * How long a service thread that served a fault polls the descriptor before it sleeps
  * (region_fault.c, service_poll()).
  */
@@ -173,6 +179,8 @@ struct zf_region {
 	uint64_t features; /* what UFFDIO_API answered: the features the kernel offers */
 	uint64_t features_asked; /* what the region asked for (a child asks the same) */
 	_Atomic uint32_t *state;
+	/* Frames: a block of RG_PREMAP_BLOCK premapped (or being so), or NULL: all done. */
+	_Atomic uint8_t *premapped;
 
 	/* Residency: units resident (or being loaded), and the limit in units. */
 	_Atomic uint64_t resident;
@@ -595,6 +603,7 @@ void region_live_runs(zf_region *r, void (*fn)(zf_region *r, uint8_t *addr, size
 		      int arg);
 void region_unmap_run(zf_region *r, uint8_t *addr, size_t len, int arg);
 int region_frame_mapped(const uint8_t *addr);
+int region_frame_premap(zf_region *r, uint64_t u);
 void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
 void region_buf_set(zf_region *r, struct fault_ctx *c, enum buf_state to);
 int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst);

@@ -268,5 +268,6 @@ int case_remap_early(void);
 int case_free(void);
 int case_wp_eagain(void);
 int case_fill(void);
+int case_premap(void);
 
 #endif /* ZF_REGION_HARNESS_H */

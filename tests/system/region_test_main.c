@@ -32,8 +32,10 @@
  *                          free           MADV_FREE, whose zap never comes
  *                          wp_eagain      a write to a fresh frame while an event is unread
  *   region_test_split.c    split          units that span two mappings (mprotect)
- *   region_test_fill.c     fill           fresh frames the reader writes ahead, evicted
+ *   region_test_fresh.c    fill           fresh frames the reader writes ahead, evicted
  *                                         or dropped between its look and its write
+ *                          premap         frames premapped a block at a time, a write
+ *                                         between a frame's move and its protection
  * Each file's top comment says what its cases check.
  *
  * Cases that may crash or hang the process when the region is wrong run each
@@ -100,6 +102,7 @@ static const struct {
 	{ "free", case_free, 110 },
 	{ "wp_eagain", case_wp_eagain, 110 },
 	{ "fill", case_fill, 110 },
+	{ "premap", case_premap, 110 },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
