@@ -307,10 +307,14 @@ void region_fill_note(zf_region *r, uint64_t first, uint64_t end)
 	if (!r->want_filler)
 		return;
 	pthread_mutex_lock(&r->bg_lock);
-	/* The program went on in order: the frames still to write, and these. */
-	if (r->fill_next < r->fill_end && first <= r->fill_end && end > r->fill_end)
-		r->fill_end = end;
-	else if (r->fill_next >= r->fill_end || first > r->fill_end) {
+	/*
+	 * Where the program goes on in order, the range grows (the frames before first it
+	 * has reached, those the reader did are not done again); elsewhere, these instead.
+	 */
+	if (first <= r->fill_end && end > r->fill_next) {
+		r->fill_next = ZF_MAX(r->fill_next, first);
+		r->fill_end = ZF_MAX(r->fill_end, end);
+	} else {
 		r->fill_next = first;
 		r->fill_end = end;
 	}

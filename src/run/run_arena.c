@@ -48,7 +48,7 @@ int run_arena_init(struct run_arena *a, void *base, size_t size, size_t align)
 	a->free[0] = (struct run_range){ (uintptr_t)base, (uintptr_t)base + size };
 	a->nfree = 1;
 	a->align = align;
-	a->base = (uintptr_t)base;
+	a->base = a->top = (uintptr_t)base;
 	a->end = (uintptr_t)base + size;
 	return 0;
 }
@@ -85,10 +85,11 @@ static int cut(struct run_arena *a, size_t i, uintptr_t s, uintptr_t e)
 		a->nfree--;
 	}
 	a->mapped += e - s;
+	a->top = ZF_MAX(a->top, e);
 	return 0;
 }
 
-void *run_arena_take(struct run_arena *a, size_t len)
+void *run_arena_take(struct run_arena *a, size_t len, int *fresh)
 {
 	uintptr_t align = a->align;
 	void *got = NULL;
@@ -107,6 +108,7 @@ void *run_arena_take(struct run_arena *a, size_t len)
 		const uintptr_t s = round_up(a->free[i].start, align);
 
 		if (s < a->free[i].end && a->free[i].end - s >= len) {
+			*fresh = s >= a->top;
 			if (!cut(a, i, s, s + len))
 				got = (void *)s;
 			break;

@@ -48,14 +48,23 @@ struct run_arena {
 	struct run_range *free; /* sorted, disjoint, not adjacent */
 	size_t nfree, cap;
 	size_t mapped; /* bytes handed out */
+	/*
+	 * Addresses from top up were never handed out: they have the region's protection
+	 * (read-write) and no pages, so a mapping there needs no mprotect() (which takes the
+	 * mm's lock for writing, and waits for a fault zeroing a huge page to end).
+	 */
+	uintptr_t top;
 	/* Addresses the kernel mapped something else over: no longer the region's. */
 	struct run_range *lost;
 	size_t nlost, caplost;
 };
 
 int run_arena_init(struct run_arena *a, void *base, size_t size, size_t align);
-/* An address for len bytes (rounded up to align), aligned to align or more; NULL if none. */
-void *run_arena_take(struct run_arena *a, size_t len);
+/*
+ * An address for len bytes (rounded up to align), aligned to align or more; NULL if none.
+ * *fresh: 1 if none of it was ever handed out before.
+ */
+void *run_arena_take(struct run_arena *a, size_t len, int *fresh);
 /* Takes [addr, addr + len) if all of it is free: 0, or -1. */
 int run_arena_take_at(struct run_arena *a, uintptr_t addr, size_t len);
 /* Gives [addr, addr + len) back (parts already free are fine). */
