@@ -392,23 +392,26 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		return res;
 	}
 	case ST_EMPTY: {
-		int mapped;
+		int present = 0;
 
 		/* The first fault in a block of frames not premapped yet premaps it. */
-		if (r->frames && region_frame_premap(r, u))
+		if (r->frames && region_frame_premap(r, u, page))
 			return SERVED;
 		/*
-		 * A write (or a fault of unknown kind) on a frame that maps the huge zero page:
-		 * a write-protect fault. A read never faults there, but one from before another
-		 * thread's fault premapped the block finds it mapped now, and so does a write
-		 * that missed: the access, tried again, reads or faults to write.
+		 * A fault that missed the page (thread mode: not a write-protect one), read
+		 * after another thread's fault premapped the block, finds the page present:
+		 * the access, tried again, reads or faults to write. Present, not mincore()'s
+		 * mapped: a uffd-wp marker is "mapped" and still faults (soak hung so).
 		 */
-		mapped = r->frames && region_frame_mapped(page);
-		if (mapped && wp == 0) {
+		if (r->frames && (present = region_page_present(r, page)) && wp == 0) {
 			wake_range(r, page, RG_PAGE);
 			return SERVED;
 		}
-		mapped = mapped && wp != 0 && write != 0;
+		/*
+		 * A write (or a fault of unknown kind) on a frame that maps the huge zero page:
+		 * a write-protect fault. A read never faults there.
+		 */
+		const int mapped = r->frames && wp != 0 && write != 0 && region_frame_mapped(page);
 
 		/* Memory never written: zero pages, the whole unit at once. */
 		if (!resident_reserve(r)) {
@@ -426,7 +429,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			resident_add(r, -1);
 			return RETRY;
 		}
-		if (r->frames && !mapped && region_frame_mapped(page)) {
+		if (r->frames && !present && region_page_present(r, page)) {
 			/* Premapped since the look (another fault in the block): again. */
 			pthread_rwlock_unlock(&r->read_lock);
 			resident_add(r, -1);

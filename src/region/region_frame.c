@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "../common/test_point.h"
 #include "pagemap_compat.h"
@@ -201,11 +202,28 @@ int region_frame_setup(zf_region *r)
 }
 
 /*
- * A fault on frame u of a block not premapped yet (past the RG_PREMAP_EAGER frames of
- * creation): premaps the block, the first fault only. 1 if u maps a page now (its
- * fault is answered: the access finds the huge zero page, or faults again to write).
+ * Whether the page at addr is present (/proc/self/pagemap, bit 63): the access does not
+ * fault as missing. Unlike mincore(), which says yes for a page table entry that only
+ * holds a marker (a uffd-wp marker left where a write-protected page was zapped), where
+ * the access does fault. 0 when pagemap cannot tell.
  */
-int region_frame_premap(zf_region *r, uint64_t u)
+int region_page_present(zf_region *r, const uint8_t *addr)
+{
+	uint64_t pm;
+
+	return r->pagemap_fd >= 0 &&
+	       pread(r->pagemap_fd, &pm, sizeof(pm),
+		     (off_t)((uintptr_t)addr / RG_PAGE * sizeof(pm))) == (ssize_t)sizeof(pm) &&
+	       (pm >> 63 & 1);
+}
+
+/*
+ * A fault at page, on frame u of a block not premapped yet (past the RG_PREMAP_EAGER
+ * frames of creation): premaps the block, the first fault only. 1 if the page is present
+ * now (the fault is answered: the access finds the huge zero page, or faults again to
+ * write).
+ */
+int region_frame_premap(zf_region *r, uint64_t u, const uint8_t *page)
 {
 	const uint64_t b = u / RG_PREMAP_BLOCK;
 
@@ -213,7 +231,7 @@ int region_frame_premap(zf_region *r, uint64_t u)
 	    atomic_exchange_explicit(&r->premapped[b], 1, memory_order_acq_rel))
 		return 0;
 	premap_frames(r, b * RG_PREMAP_BLOCK, ZF_MIN((b + 1) * RG_PREMAP_BLOCK, r->nunits), 1);
-	return region_frame_mapped(unit_addr(r, u));
+	return region_page_present(r, page);
 }
 
 /*

@@ -603,7 +603,8 @@ void region_live_runs(zf_region *r, void (*fn)(zf_region *r, uint8_t *addr, size
 		      int arg);
 void region_unmap_run(zf_region *r, uint8_t *addr, size_t len, int arg);
 int region_frame_mapped(const uint8_t *addr);
-int region_frame_premap(zf_region *r, uint64_t u);
+int region_page_present(zf_region *r, const uint8_t *addr);
+int region_frame_premap(zf_region *r, uint64_t u, const uint8_t *page);
 void region_frame_zeros(zf_region *r, struct fault_ctx *c, int write);
 void region_buf_set(zf_region *r, struct fault_ctx *c, enum buf_state to);
 int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst);
