@@ -41,10 +41,11 @@
 #include "region_internal.h"
 
 /*
- * Whether the frame at addr is mapped by one huge page (PMD) now: 1, 0, or -1 when the
+ * Whether all of the frame at addr is in the PAGEMAP_SCAN category now (PAGE_IS_HUGE:
+ * mapped by one huge page; PAGE_IS_PFNZERO: the huge zero page): 1, 0, or -1 when the
  * kernel cannot tell (no PAGEMAP_SCAN).
  */
-static int frame_is_huge(zf_region *r, const uint8_t *addr)
+static int frame_is(zf_region *r, const uint8_t *addr, uint64_t category)
 {
 	struct page_region out;
 	struct pm_scan_arg a = {
@@ -53,31 +54,8 @@ static int frame_is_huge(zf_region *r, const uint8_t *addr)
 		.end = (uintptr_t)addr + r->unit,
 		.vec = (uintptr_t)&out,
 		.vec_len = 1,
-		.category_mask = PAGE_IS_HUGE,
-		.return_mask = PAGE_IS_HUGE,
-	};
-	long n;
-
-	if (r->pagemap_fd < 0)
-		return -1;
-	n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
-	if (n < 0)
-		return -1;
-	return n == 1 && out.start == (uintptr_t)addr && out.end == (uintptr_t)addr + r->unit;
-}
-
-/* Whether the frame at addr maps the huge zero page, whole: 1, 0, or -1 (cannot tell). */
-static int frame_is_zero(zf_region *r, const uint8_t *addr)
-{
-	struct page_region out;
-	struct pm_scan_arg a = {
-		.size = sizeof(a),
-		.start = (uintptr_t)addr,
-		.end = (uintptr_t)addr + r->unit,
-		.vec = (uintptr_t)&out,
-		.vec_len = 1,
-		.category_mask = PAGE_IS_PFNZERO,
-		.return_mask = PAGE_IS_PFNZERO,
+		.category_mask = category,
+		.return_mask = category,
 	};
 	long n;
 
@@ -114,7 +92,7 @@ static int premap_live(zf_region *r, uint64_t u, struct uffdio_move *m)
 		return 0;
 	}
 	TEST_POINT(TP_PREMAP_MOVED);
-	zero = !protect(r, addr, r->unit, 1) && frame_is_zero(r, addr) == 1;
+	zero = !protect(r, addr, r->unit, 1) && frame_is(r, addr, PAGE_IS_PFNZERO) == 1;
 	pthread_rwlock_unlock(&r->read_lock);
 	if (zero) {
 		unit_release(r, u, ST_EMPTY, 0, 0);
@@ -159,7 +137,7 @@ static uint64_t premap_frames(zf_region *r, uint64_t first, uint64_t end, int li
 						 .len = r->unit };
 
 			(void)*(volatile uint8_t *)zero;
-			if (frame_is_huge(r, zero) != 1)
+			if (frame_is(r, zero, PAGE_IS_HUGE) != 1)
 				break;
 			if (live)
 				mapped += (uint64_t)premap_live(r, u, &m);
@@ -314,7 +292,7 @@ int region_frame_place(zf_region *r, struct fault_ctx *c, uint8_t *dst)
 	}
 	if (!ret) {
 		region_buf_set(r, c, BUF_EMPTY);
-		huge = frame_is_huge(r, dst);
+		huge = frame_is(r, dst, PAGE_IS_HUGE);
 		if (huge == 0)
 			INC(r, frame_split);
 		return huge > 0;
