@@ -181,9 +181,9 @@ int region_frame_setup(zf_region *r)
 
 /*
  * Whether the page at addr is present (/proc/self/pagemap, bit 63): the access does not
- * fault as missing. Unlike mincore(), which says yes for a page table entry that only
- * holds a marker (a uffd-wp marker left where a write-protected page was zapped), where
- * the access does fault. 0 when pagemap cannot tell.
+ * fault as missing. Unlike mincore(), which counts as in memory an entry that is neither
+ * present nor a swap entry (a marker), where the access still faults: a fault that took
+ * mincore()'s word retried for good in CI's soak. 0 when pagemap cannot tell.
  */
 int region_page_present(zf_region *r, const uint8_t *addr)
 {
