@@ -395,15 +395,17 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 		int present = 0;
 
 		/* The first fault in a block of frames not premapped yet premaps it. */
-		if (r->frames && region_frame_premap(r, u, page))
+		if (r->premapped && region_frame_premap(r, u, page))
 			return SERVED;
 		/*
 		 * A fault that missed the page (thread mode: not a write-protect one), read
 		 * after another thread's fault premapped the block, finds the page present:
 		 * the access, tried again, reads or faults to write. Present, not mincore()'s
-		 * mapped: a uffd-wp marker is "mapped" and still faults (soak hung so).
+		 * mapped, which can say yes where the access still faults (soak hung so).
+		 * Only where blocks are premapped while the program runs (r->premapped): a
+		 * region premapped whole at creation pays no pagemap read here.
 		 */
-		if (r->frames && (present = region_page_present(r, page)) && wp == 0) {
+		if (r->premapped && (present = region_page_present(r, page)) && wp == 0) {
 			wake_range(r, page, RG_PAGE);
 			return SERVED;
 		}
@@ -429,7 +431,7 @@ enum serve_result region_serve(zf_region *r, struct fault_ctx *c, uint8_t *addr,
 			resident_add(r, -1);
 			return RETRY;
 		}
-		if (r->frames && !present && region_page_present(r, page)) {
+		if (r->premapped && !present && region_page_present(r, page)) {
 			/* Premapped since the look (another fault in the block): again. */
 			pthread_rwlock_unlock(&r->read_lock);
 			resident_add(r, -1);
